@@ -1,0 +1,216 @@
+// `faultline data synth` and `faultline data prepare`: write shard directories, one line per
+// shard, refusing to mix new shards with stale ones from an earlier run.
+#include "cli/data_command.hpp"
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/hash.hpp"
+#include "common/text.hpp"
+#include "data/shard.hpp"
+#include "data/synth.hpp"
+#include "data/tokenizer.hpp"
+
+namespace faultline::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Most shards a prepare run may write: names are prepare-%03d, and more would sort out of order.
+constexpr uint64_t kMaxPreparedShards = 1000;
+
+// What to do when the output directory already holds shards. A corpus is "every shard in the
+// directory", so leftovers from a larger earlier run would silently join the new corpus.
+enum class ExistingShards { Refuse, Replace };
+
+void prepare_output_dir(const std::string& dir, ExistingShards policy) {
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error))
+    throw UserError("output path exists and is not a directory", dir, "choose another --out");
+  fs::create_directories(dir, error);
+  if (error) throw UserError("cannot create output directory: " + error.message(), dir);
+
+  std::vector<fs::path> existing;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == data::kShardExtension)
+      existing.push_back(entry.path());
+  }
+  if (existing.empty()) return;
+  if (policy == ExistingShards::Refuse)
+    throw UserError(
+        "output directory already holds " + std::to_string(existing.size()) + " shard file(s)", dir,
+        "pass --force to replace them, or choose another --out");
+  for (const auto& path : existing) fs::remove(path);
+}
+
+std::string shard_path(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / (name + data::kShardExtension)).string();
+}
+
+void print_shard_line(const std::string& path, const data::Shard& shard) {
+  fmt::print("wrote {}  {} tokens  vocab {}  {} v{}  checksum {}\n", path, shard.tokens.size(),
+             shard.header.vocab_size, shard.header.tokenizer, shard.header.tokenizer_version,
+             hex64(data::token_checksum(shard.tokens)));
+}
+
+struct SynthArgs {
+  std::string out;
+  data::SynthOptions options;
+  bool force = false;
+};
+
+void run_synth(const SynthArgs& args) {
+  data::validate_synth_options(args.options);
+  prepare_output_dir(args.out, args.force ? ExistingShards::Replace : ExistingShards::Refuse);
+  // One shard at a time: each is independent, so memory stays at one shard however many.
+  for (uint32_t k = 0; k < args.options.shards; ++k) {
+    data::Shard shard = data::synth_shard(args.options, k);
+    std::string path = shard_path(args.out, shard.name);
+    data::write_shard(path, shard);
+    print_shard_line(path, shard);
+  }
+  fmt::print("entropy estimate: {:.4f} nats/token (uniform over the vocabulary: {:.4f})\n",
+             data::synth_entropy(args.options), std::log(double(args.options.vocab_size)));
+}
+
+struct PrepareArgs {
+  std::string out;
+  uint64_t shard_tokens = 1 << 20;
+  std::vector<std::string> files;
+  bool force = false;
+};
+
+// Checks every input up front, all problems at once, before anything is written.
+uint64_t check_inputs(const PrepareArgs& args) {
+  ErrorList errors;
+  uint64_t total = 0;
+  for (const auto& file : args.files) {
+    std::error_code error;
+    if (!fs::is_regular_file(file, error)) {
+      errors.add("input file does not exist or is not a regular file", file,
+                 "pass text files to tokenize");
+      continue;
+    }
+    total += fs::file_size(file, error);
+  }
+  errors.throw_if_any();
+  if (total == 0)
+    throw UserError("input files hold no bytes", join(args.files, ", "),
+                    "pass non-empty text files");
+  uint64_t shards = (total + args.shard_tokens - 1) / args.shard_tokens;
+  if (shards > kMaxPreparedShards)
+    throw UserError(
+        fmt::format("{} bytes at --shard-tokens {} would make {} shards", total, args.shard_tokens,
+                    shards),
+        args.out,
+        fmt::format("at most {} shards; raise --shard-tokens to at least {}", kMaxPreparedShards,
+                    (total + kMaxPreparedShards - 1) / kMaxPreparedShards));
+  return total;
+}
+
+void run_prepare(const PrepareArgs& args) {
+  uint64_t total = check_inputs(args);
+  prepare_output_dir(args.out, args.force ? ExistingShards::Replace : ExistingShards::Refuse);
+
+  // Files are one byte stream, concatenated in the order given, cut every shard_tokens bytes.
+  data::Shard shard;
+  shard.header.tokenizer = data::kByteTokenizer;
+  shard.header.tokenizer_version = data::kByteTokenizerVersion;
+  shard.header.vocab_size = data::kByteVocabSize;
+  uint32_t written = 0;
+  auto flush = [&] {
+    shard.name = data::numbered_shard_name("prepare", written++);
+    std::string path = shard_path(args.out, shard.name);
+    data::write_shard(path, shard);
+    print_shard_line(path, shard);
+    shard.tokens.clear();
+  };
+  std::vector<char> buffer(1 << 16);
+  for (const auto& file : args.files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UserError("cannot read input file", file, "check its permissions");
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+      std::string_view chunk(buffer.data(), static_cast<size_t>(in.gcount()));
+      while (!chunk.empty()) {
+        size_t room = static_cast<size_t>(args.shard_tokens - shard.tokens.size());
+        std::vector<uint16_t> tokens = data::byte_encode(chunk.substr(0, room));
+        shard.tokens.insert(shard.tokens.end(), tokens.begin(), tokens.end());
+        chunk.remove_prefix(std::min(room, chunk.size()));
+        if (shard.tokens.size() == args.shard_tokens) flush();
+      }
+    }
+  }
+  if (!shard.tokens.empty()) flush();
+  fmt::print("{} bytes from {} file(s) into {} shard(s)\n", total, args.files.size(), written);
+}
+
+void add_synth(CLI::App& data) {
+  auto args = std::make_shared<SynthArgs>();
+  auto* cmd = data.add_subcommand("synth", "write shards of a seeded synthetic n-gram language");
+  cmd->add_option("--out", args->out, "output directory")->required();
+  cmd->add_option("--shards", args->options.shards, "number of shards")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--tokens-per-shard", args->options.tokens_per_shard, "tokens in each shard")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--vocab", args->options.vocab_size, "vocabulary size")
+      ->check(CLI::Range(2, 65536))
+      ->capture_default_str();
+  cmd->add_option("--order", args->options.order, "context length of the n-gram model")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  cmd->add_option("--branching", args->options.branching, "next-token candidates per context")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->options.seed, "seed of the language and its text")
+      ->capture_default_str();
+  cmd->add_flag("--force", args->force, "replace shards already in the output directory");
+  cmd->callback([args] { run_synth(*args); });
+}
+
+void add_prepare(CLI::App& data) {
+  auto args = std::make_shared<PrepareArgs>();
+  auto* cmd = data.add_subcommand("prepare", "tokenize text files into byte-level shards");
+  cmd->add_option("--out", args->out, "output directory")->required();
+  cmd->add_option("--shard-tokens", args->shard_tokens, "tokens (bytes) per shard")
+      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("files", args->files, "text files, concatenated in this order")->required();
+  cmd->add_flag("--force", args->force, "replace shards already in the output directory");
+  cmd->callback([args] { run_prepare(*args); });
+}
+
+void add_inspect(CLI::App& data) {
+  struct InspectArgs {
+    std::string path;
+    bool json = false;
+  };
+  auto args = std::make_shared<InspectArgs>();
+  auto* cmd = data.add_subcommand("inspect", "show and verify the shards of a file or directory");
+  cmd->add_option("path", args->path, "a shard file or a directory of shards")->required();
+  cmd->add_flag("--json", args->json, "print one JSON document instead of a table");
+  cmd->callback([args] {
+    inspect_shards(args->path, args->json ? InspectFormat::Json : InspectFormat::Table);
+  });
+}
+
+}  // namespace
+
+void add_data_commands(CLI::App& app) {
+  auto* data = app.add_subcommand("data", "make and inspect tokenized shard files");
+  data->require_subcommand(1);
+  add_synth(*data);
+  add_prepare(*data);
+  add_inspect(*data);
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,85 @@
+// Typed configuration: a TOML file flattened to dotted keys, `--set key=value` overrides on top,
+// and a binder that maps keys onto struct fields, collecting every error before throwing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace faultline {
+
+struct ConfigValue {
+  enum class Type { Bool, Int, Float, String };
+  Type type = Type::String;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0;
+  std::string string;
+  std::string origin;  // "file.toml:12" or "--set"
+
+  static ConfigValue parse_literal(std::string_view text, std::string origin);
+  std::string type_name() const;
+  std::string toml() const;  // the value as a TOML literal
+};
+
+// Flattened key → value map. Arrays of tables flatten with their index: `rungs.0.steps`.
+class ConfigSource {
+ public:
+  static ConfigSource from_file(const std::string& path);
+  static ConfigSource from_string(std::string_view toml_text, const std::string& name);
+
+  // Applies `key=value` assignments; a malformed one is reported with the others, all at once.
+  void apply_overrides(const std::vector<std::string>& assignments);
+  void set(const std::string& key, ConfigValue value) { values_[key] = std::move(value); }
+
+  const std::map<std::string, ConfigValue>& values() const { return values_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  std::map<std::string, ConfigValue> values_;
+};
+
+template <typename T>
+struct Range {
+  std::optional<T> min;
+  std::optional<T> max;
+};
+
+// Binds keys to fields. Missing keys keep the field's default. finish() reports unknown keys
+// (with a did-you-mean) and every type or range error in one UserError.
+class ConfigBinder {
+ public:
+  explicit ConfigBinder(const ConfigSource& source) : source_(source) {}
+
+  void bind(const std::string& key, bool& field);
+  void bind(const std::string& key, int64_t& field, Range<int64_t> range = {});
+  void bind(const std::string& key, int& field, Range<int64_t> range = {});
+  void bind(const std::string& key, double& field, Range<double> range = {});
+  void bind(const std::string& key, std::string& field, const std::vector<std::string>& choices = {});
+
+  // Reports a cross-field problem found after binding, e.g. "n_embd must divide by n_head".
+  void fail(const std::string& key, std::string what, std::string hint = "");
+  bool has(const std::string& key) const { return source_.values().count(key) > 0; }
+
+  void finish();
+
+  // Every bound key with its resolved value, sorted, one `key = value` line each (valid TOML).
+  std::string canonical() const;
+
+ private:
+  const ConfigValue* lookup(const std::string& key);
+  std::string where(const std::string& key, const ConfigValue* value) const;
+
+  const ConfigSource& source_;
+  std::map<std::string, std::string> resolved_;  // key → TOML literal
+  std::vector<std::string> known_;
+  ErrorList errors_;
+};
+
+}  // namespace faultline

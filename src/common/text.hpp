@@ -1,0 +1,22 @@
+// Small text helpers: did-you-mean suggestions, trimming, joining.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace faultline {
+
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, or "" when none is close enough to be a plausible typo.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// "; did you mean 'x'?" or "" — ready to append to a hint.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+std::string trim(std::string_view text);
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+std::vector<std::string> split(std::string_view text, char separator);
+
+}  // namespace faultline

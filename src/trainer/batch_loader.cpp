@@ -1,0 +1,76 @@
+// Batch assembly. The sampler decides which samples; this file only copies tokens and checks them.
+#include "trainer/batch_loader.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+#include "data/synth.hpp"
+
+namespace faultline::trainer {
+
+namespace {
+data::Corpus make_corpus(const TrainConfig& config) {
+  const auto sample_tokens = static_cast<uint32_t>(config.model.block_size + 1);
+  if (!config.data.path.empty())
+    return data::load_corpus(config.data.path, config.data.tokenizer,
+                             static_cast<uint32_t>(config.data.tokenizer_version), sample_tokens);
+  if (config.data.tokenizer != data::kSynthTokenizer)
+    throw UserError("data.path is empty, so the synthetic language is used, but data.tokenizer is '" +
+                        config.data.tokenizer + "'",
+                    "data.tokenizer", std::string("set data.tokenizer = \"") + data::kSynthTokenizer +
+                                          "\" or point data.path at shards");
+  data::SynthOptions options;
+  options.seed = static_cast<uint64_t>(config.data.synth_seed);
+  options.vocab_size = static_cast<uint32_t>(config.model.vocab_size);
+  options.shards = static_cast<uint32_t>(config.data.synth_shards);
+  options.tokens_per_shard = static_cast<uint64_t>(config.data.synth_tokens_per_shard);
+  options.order = static_cast<uint32_t>(config.data.synth_order);
+  options.branching = static_cast<uint32_t>(config.data.synth_branching);
+  return data::Corpus(data::synth_corpus(options), sample_tokens);
+}
+
+uint64_t used_samples(const data::Corpus& corpus, double fraction) {
+  auto used = static_cast<uint64_t>(std::ceil(fraction * static_cast<double>(corpus.num_samples())));
+  return std::max<uint64_t>(1, std::min(used, corpus.num_samples()));
+}
+}  // namespace
+
+BatchLoader::BatchLoader(const TrainConfig& config)
+    : config_(config),
+      corpus_(make_corpus(config)),
+      samples_used_(used_samples(corpus_, config.data.fraction)),
+      sampler_(static_cast<uint64_t>(config.train.seed), samples_used_,
+               static_cast<uint64_t>(config.train.batch_size)) {}
+
+std::string BatchLoader::shard_of(uint64_t sample) const {
+  return corpus_.shards().at(corpus_.locate(sample).shard_id).name;
+}
+
+StepBatch BatchLoader::load(int64_t step, int rank, int world_size) const {
+  const auto global = sampler_.global_batch(step);
+  const auto mine = BatchSampler::rank_slice(global, rank, world_size);
+  const int64_t accum = config_.train.grad_accum;
+  const int64_t rows = static_cast<int64_t>(mine.size()) / accum;
+  const int64_t width = corpus_.sample_tokens();
+  StepBatch batch;
+  for (int64_t m = 0; m < accum; ++m) {
+    MicroBatch micro;
+    micro.tokens = torch::empty({rows, width}, torch::kLong);
+    micro.samples.assign(mine.begin() + m * rows, mine.begin() + (m + 1) * rows);
+    int64_t* out = micro.tokens.data_ptr<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      corpus_.read(micro.samples[r], out + r * width);
+      for (int64_t i = 0; i < width && !batch.anomaly; ++i) {
+        int64_t token = out[r * width + i];
+        if (token < config_.model.vocab_size) continue;
+        auto where = corpus_.locate(micro.samples[r]);
+        batch.anomaly = TokenAnomaly{micro.samples[r], corpus_.shards().at(where.shard_id).name,
+                                     where.offset + static_cast<uint64_t>(i), token};
+      }
+    }
+    batch.micro_batches.push_back(std::move(micro));
+  }
+  return batch;
+}
+
+}  // namespace faultline::trainer

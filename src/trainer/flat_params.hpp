@@ -1,0 +1,75 @@
+// All parameters as views into one contiguous buffer, and all gradients into another: the
+// optimizer, clipping, finiteness check, fingerprints, checkpoints and the allreduce each become
+// one operation on one tensor instead of one per parameter.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace faultline::trainer {
+
+struct FlatParam {
+  std::string name;
+  int64_t offset = 0;
+  int64_t numel = 0;
+};
+
+class FlatParams {
+ public:
+  // Moves every parameter of `module` into the flat buffers. Matrices (weight decay applies) come
+  // first, vectors after, so decay is one slice. Grad slots start zeroed.
+  explicit FlatParams(torch::nn::Module& module);
+
+  torch::Tensor& values() { return values_; }
+  torch::Tensor& grads() { return grads_; }
+  // grads followed by one spare slot: the loss rides along in the same allreduce.
+  torch::Tensor& comm_buffer() { return comm_buffer_; }
+  int64_t numel() const { return values_.numel(); }
+  int64_t decayed_numel() const { return decayed_numel_; }
+  const std::vector<FlatParam>& layout() const { return layout_; }
+
+  // The parameter whose slice holds flat index `index` ("" if out of range).
+  std::string name_at(int64_t index) const;
+
+  void zero_grads() { grads_.zero_(); }
+
+ private:
+  torch::Tensor values_;
+  torch::Tensor comm_buffer_;
+  torch::Tensor grads_;
+  int64_t decayed_numel_ = 0;
+  std::vector<FlatParam> layout_;
+};
+
+// AdamW over the flat buffers, with decoupled weight decay on the matrix slice.
+class FlatAdamW {
+ public:
+  struct Options {
+    double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+  };
+  FlatAdamW(FlatParams& params, Options options);
+
+  struct StepStats {
+    double update_norm = 0;  // ‖Δθ‖ of this step
+  };
+  StepStats step(double lr);
+
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t count) { step_count_ = count; }
+  torch::Tensor& exp_avg() { return exp_avg_; }
+  torch::Tensor& exp_avg_sq() { return exp_avg_sq_; }
+
+ private:
+  FlatParams& params_;
+  Options options_;
+  torch::Tensor exp_avg_, exp_avg_sq_, update_;
+  int64_t step_count_ = 0;
+};
+
+// Scales grads so their global L2 norm is at most max_norm (0: no clipping); returns the norm
+// before clipping. The norm is also the always-on finiteness probe: any NaN/Inf grad makes it so.
+double clip_grad_norm(torch::Tensor& grads, double max_norm);
+
+}  // namespace faultline::trainer

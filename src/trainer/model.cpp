@@ -1,0 +1,118 @@
+// The GPT forward pass. Attention folds the 1/sqrt(d) scale and the causal mask into one
+// baddbmm, and the three projections are one matmul: fewer, larger ops is where a C++ trainer
+// gains on small models, where per-op overhead is a real share of the step.
+#include "trainer/model.hpp"
+
+#include <cmath>
+
+namespace faultline::trainer {
+
+namespace {
+torch::Tensor observe(ForwardObserver* observer, const std::string& name, torch::Tensor output) {
+  return observer ? observer->on_output(name, std::move(output)) : output;
+}
+}  // namespace
+
+AttentionImpl::AttentionImpl(const ModelConfig& config, std::string name_)
+    : n_head(config.n_head), name(std::move(name_)) {
+  qkv = register_module("qkv", torch::nn::Linear(config.n_embd, 3 * config.n_embd));
+  proj = register_module("proj", torch::nn::Linear(config.n_embd, config.n_embd));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
+  const int64_t batch = x.size(0), time = x.size(1), width = x.size(2);
+  const int64_t head_dim = width / n_head;
+  // [B, T, 3, H, hd] → three [B·H, T, hd] views.
+  auto parts = qkv(x).view({batch, time, 3, n_head, head_dim}).permute({2, 0, 3, 1, 4});
+  auto q = parts[0].reshape({batch * n_head, time, head_dim});
+  auto k = parts[1].reshape({batch * n_head, time, head_dim});
+  auto v = parts[2].reshape({batch * n_head, time, head_dim});
+  auto bias = mask_bias.narrow(0, 0, time).narrow(1, 0, time);
+  auto scores = torch::baddbmm(bias, q, k.transpose(1, 2), /*beta=*/1.0,
+                               /*alpha=*/1.0 / std::sqrt(static_cast<double>(head_dim)));
+  auto y = torch::bmm(torch::softmax(scores, -1), v);
+  y = y.view({batch, n_head, time, head_dim}).transpose(1, 2).reshape({batch, time, width});
+  return proj(y);
+}
+
+MlpImpl::MlpImpl(const ModelConfig& config, std::string name_) : name(std::move(name_)) {
+  fc = register_module("fc", torch::nn::Linear(config.n_embd, 4 * config.n_embd));
+  proj = register_module("proj", torch::nn::Linear(4 * config.n_embd, config.n_embd));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return proj(torch::gelu(fc(x), "tanh"));
+}
+
+BlockImpl::BlockImpl(const ModelConfig& config, int index)
+    : name("blocks." + std::to_string(index)) {
+  ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  attn = register_module("attn", Attention(config, name + ".attn"));
+  ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  mlp = register_module("mlp", Mlp(config, name + ".mlp"));
+}
+
+torch::Tensor BlockImpl::forward(torch::Tensor x, const torch::Tensor& mask_bias,
+                                 ForwardObserver* observer) {
+  auto h = observe(observer, name + ".ln_1", ln_1(x));
+  x = x + observe(observer, attn->name, attn(h, mask_bias));
+  h = observe(observer, name + ".ln_2", ln_2(x));
+  x = x + observe(observer, mlp->name, mlp(h));
+  return observe(observer, name, x);
+}
+
+GptImpl::GptImpl(const ModelConfig& config_) : config(config_) {
+  wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int i = 0; i < config.n_layer; ++i) blocks->push_back(Block(config, i));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  if (!config.tied_head)
+    head = register_module(
+        "head", torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, config.vocab_size).bias(false)));
+  mask_bias = torch::full({config.block_size, config.block_size},
+                          -std::numeric_limits<float>::infinity())
+                  .triu(1);
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observer) {
+  const int64_t time = idx.size(1);
+  auto positions = torch::arange(time, torch::kLong);
+  auto x = observe(observer, "wte", wte(idx)) + observe(observer, "wpe", wpe(positions));
+  for (const auto& block : *blocks) x = block->as<Block>()->forward(x, mask_bias, observer);
+  x = observe(observer, "ln_f", ln_f(x));
+  auto logits = head ? head(x) : torch::matmul(x, wte->weight.t());
+  return observe(observer, "head", logits);
+}
+
+std::vector<std::string> GptImpl::module_names() const {
+  std::vector<std::string> names{"wte", "wpe"};
+  for (int i = 0; i < config.n_layer; ++i) {
+    std::string block = "blocks." + std::to_string(i);
+    for (const char* part : {".ln_1", ".attn", ".ln_2", ".mlp", ""}) names.push_back(block + part);
+  }
+  names.push_back("ln_f");
+  names.push_back("head");
+  return names;
+}
+
+void GptImpl::initialize(double init_std) {
+  torch::NoGradGuard no_grad;
+  const double residual_std = init_std / std::sqrt(2.0 * config.n_layer);
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    auto& param = item.value();
+    if (name.find("ln_") != std::string::npos) {
+      name.size() > 6 && name.compare(name.size() - 6, 6, "weight") == 0 ? param.fill_(1.0)
+                                                                         : param.zero_();
+    } else if (name.compare(name.size() - 4, 4, "bias") == 0) {
+      param.zero_();
+    } else if (name.find(".proj.weight") != std::string::npos) {
+      param.normal_(0.0, residual_std);
+    } else {
+      param.normal_(0.0, init_std);
+    }
+  }
+}
+
+}  // namespace faultline::trainer

@@ -1,0 +1,125 @@
+// Builds the trainer's JSON records. Non-finite values go through number(): JSON has no NaN.
+#include "trainer/records.hpp"
+
+#include <cmath>
+
+namespace faultline::trainer {
+
+namespace {
+// The name of the parameter holding the first non-finite element of `flat`, or "".
+std::string first_nonfinite_param(const FlatParams& params, const torch::Tensor& flat) {
+  torch::NoGradGuard no_grad;
+  auto bad = torch::nonzero(torch::isfinite(flat).logical_not());
+  if (bad.numel() == 0) return "";
+  return params.name_at(bad[0][0].item<int64_t>());
+}
+}  // namespace
+
+void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const RankEnv& env,
+                       const RuntimeInfo& runtime, int64_t parameters, uint64_t samples,
+                       const char* backend, int64_t first_step) {
+  metrics.write("event", {{"name", "start"},
+                          {"config", config.canonical},
+                          {"config_hash", config.hash},
+                          {"trajectory_hash", config.trajectory_hash},
+                          {"config_source", config.source},
+                          {"world_size", env.world_size},
+                          {"local_rank", env.local_rank},
+                          {"host", env.host},
+                          {"backend", backend},
+                          {"parameters", parameters},
+                          {"samples", samples},
+                          {"first_step", first_step},
+                          {"threads", runtime.torch_threads},
+                          {"blas_threads", runtime.blas_threads},
+                          {"blas", runtime.blas_library},
+                          {"blas_config", runtime.blas_config},
+                          {"blas_kernel", runtime.blas_kernel},
+                          {"torch_version", runtime.torch_version},
+                          {"cpu", runtime.cpu_model},
+                          {"mem_total_bytes", total_memory_bytes()}});
+}
+
+void write_step_record(MetricsWriter& metrics, const StepRecord& r) {
+  metrics.write("step", {{"step", r.step},
+                         {"loss", number(r.loss)},
+                         {"grad_norm", number(r.grad_norm)},
+                         {"lr", number(r.lr)},
+                         {"step_ms", std::round(r.step_ms * 1000) / 1000},
+                         {"data_ms", std::round(r.data_ms * 1000) / 1000},
+                         {"comm_ms", std::round(r.comm_ms * 1000) / 1000},
+                         {"tokens", r.tokens},
+                         {"mem_bytes", resident_bytes()},
+                         {"mem_total_bytes", total_memory_bytes()},
+                         {"param_norm", number(r.param_norm)},
+                         {"update_ratio", number(r.update_ratio)},
+                         {"nonfinite", r.nonfinite},
+                         {"collectives", r.collectives}});
+}
+
+int64_t count_nonfinite_state(FlatParams& params, double loss) {
+  return probes::count_nonfinite(params.grads()) + probes::count_nonfinite(params.values()) +
+         (std::isfinite(loss) ? 0 : 1);
+}
+
+void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatParams& params,
+                      const NonfiniteFindings& findings, const BatchLoader& loader,
+                      bool before_update) {
+  nlohmann::json record = {{"step", step}, {"kind", "nonfinite"}, {"samples", nullptr},
+                           {"shards", nullptr}};
+  if (findings.forward) {
+    record["phase"] = "forward";
+    record["where"] = findings.forward->where;
+    record["detail"] = std::to_string(findings.forward->nonfinite) + " non-finite values in output";
+    record["probe"] = "full";
+    if (findings.forward_samples && !findings.forward->rows.empty()) {
+      nlohmann::json samples = nlohmann::json::array(), shards = nlohmann::json::array();
+      for (int64_t row : findings.forward->rows) {
+        uint64_t sample = findings.forward_samples->at(static_cast<size_t>(row));
+        samples.push_back(sample);
+        shards.push_back(loader.shard_of(sample));
+      }
+      record["samples"] = samples;
+      record["shards"] = shards;
+    }
+    if (findings.backward) record["first_grad"] = findings.backward->where;
+  } else if (findings.backward) {
+    record["phase"] = "backward";
+    record["where"] = findings.backward->where;
+    record["detail"] = std::to_string(findings.backward->nonfinite) + " non-finite gradient values";
+    record["probe"] = "full";
+  } else if (before_update && !std::isfinite(loss)) {
+    record["phase"] = "loss";
+    record["where"] = "loss";
+    record["detail"] = "loss is " + number(loss).dump() +
+                       "; replay the step with probe.level = \"full\" to name the module";
+    record["probe"] = "cheap";
+  } else if (before_update) {
+    record["phase"] = "backward";
+    record["where"] = first_nonfinite_param(params, params.grads());
+    record["detail"] = "non-finite gradient norm with a finite loss";
+    record["probe"] = "cheap";
+  } else {
+    record["phase"] = "optimizer";
+    record["where"] = first_nonfinite_param(params, params.values());
+    record["detail"] = "parameters became non-finite in the update";
+    record["probe"] = "cheap";
+  }
+  metrics.write("anomaly", record);
+}
+
+void report_token_anomaly(MetricsWriter& metrics, int64_t step, const TokenAnomaly& anomaly,
+                          int64_t vocab_size) {
+  metrics.write("anomaly", {{"step", step},
+                            {"kind", "data"},
+                            {"phase", "data"},
+                            {"where", anomaly.shard},
+                            {"samples", {anomaly.sample}},
+                            {"shards", {anomaly.shard}},
+                            {"detail", "token id " + std::to_string(anomaly.token) + " at offset " +
+                                           std::to_string(anomaly.offset) + " of shard " +
+                                           anomaly.shard + " is not below model.vocab_size " +
+                                           std::to_string(vocab_size)}});
+}
+
+}  // namespace faultline::trainer

@@ -1,0 +1,29 @@
+// Facts the loss bits depend on besides the config: which BLAS library and kernel, how many
+// threads, which LibTorch. Printed at start and recorded in metrics and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace faultline::trainer {
+
+struct RuntimeInfo {
+  std::string blas_library;  // resolved path of the loaded libblas
+  std::string blas_config;   // OpenBLAS's own description, when it is OpenBLAS
+  std::string blas_kernel;   // the CPU kernel OpenBLAS picked (e.g. "Haswell")
+  int blas_threads = 0;
+  int torch_threads = 0;
+  std::string torch_version;
+  std::string cpu_model;
+
+  std::string blas_summary() const;  // "openblas-openmp (OpenBLAS 0.3.21 ...; Haswell)"
+};
+
+// Sets LibTorch's and the BLAS's thread counts to `threads` and returns what is in effect.
+RuntimeInfo configure_runtime(int64_t threads);
+
+// Resident set size of this process, and the machine's total memory, in bytes.
+int64_t resident_bytes();
+int64_t total_memory_bytes();
+
+}  // namespace faultline::trainer

@@ -1,0 +1,213 @@
+// Binds the trainer's TOML sections onto TrainConfig and checks the values that depend on each
+// other (heads divide the width, fault keys that need their partner, ...).
+#include "trainer/train_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "common/config.hpp"
+#include "common/hash.hpp"
+#include "common/text.hpp"
+
+namespace faultline::trainer {
+
+namespace {
+
+template <typename Enum, size_t N>
+void bind_enum(ConfigBinder& binder, const std::string& key, Enum& field,
+               const std::array<std::pair<const char*, Enum>, N>& names) {
+  std::string text;
+  std::vector<std::string> choices;
+  for (const auto& [name, value] : names) {
+    choices.push_back(name);
+    if (value == field) text = name;
+  }
+  binder.bind(key, text, choices);
+  for (const auto& [name, value] : names)
+    if (text == name) field = value;
+}
+
+constexpr std::array<std::pair<const char*, ScheduleKind>, 3> kScheduleNames{{
+    {"constant", ScheduleKind::Constant},
+    {"cosine", ScheduleKind::Cosine},
+    {"wsd", ScheduleKind::Wsd},
+}};
+constexpr std::array<std::pair<const char*, ProbeLevel>, 3> kProbeNames{{
+    {"off", ProbeLevel::Off},
+    {"cheap", ProbeLevel::Cheap},
+    {"full", ProbeLevel::Full},
+}};
+constexpr std::array<std::pair<const char*, DistBackend>, 3> kBackendNames{{
+    {"auto", DistBackend::Auto},
+    {"gloo", DistBackend::Gloo},
+    {"nccl", DistBackend::Nccl},
+}};
+
+template <typename Enum, size_t N>
+const char* name_of(Enum value, const std::array<std::pair<const char*, Enum>, N>& names) {
+  for (const auto& [name, candidate] : names)
+    if (candidate == value) return name;
+  return "?";
+}
+
+void bind_model(ConfigBinder& b, ModelConfig& m) {
+  b.bind("model.vocab_size", m.vocab_size, {2, 65536});
+  b.bind("model.block_size", m.block_size, {1, 1 << 16});
+  b.bind("model.n_layer", m.n_layer, {1, 1024});
+  b.bind("model.n_head", m.n_head, {1, 1024});
+  b.bind("model.n_embd", m.n_embd, {1, 1 << 16});
+  b.bind("model.tied_head", m.tied_head);
+  b.bind("model.init_std", m.init_std, {0.0, {}});
+  if (m.n_head > 0 && m.n_embd % m.n_head != 0)
+    b.fail("model.n_embd", "n_embd " + std::to_string(m.n_embd) + " is not divisible by n_head " +
+                               std::to_string(m.n_head),
+           "choose n_embd as a multiple of model.n_head");
+}
+
+void bind_data(ConfigBinder& b, DataConfig& d) {
+  b.bind("data.path", d.path);
+  b.bind("data.tokenizer", d.tokenizer);
+  b.bind("data.tokenizer_version", d.tokenizer_version, {1, {}});
+  b.bind("data.fraction", d.fraction, {0.0, 1.0});
+  if (!(d.fraction > 0)) b.fail("data.fraction", "data.fraction must be above 0", "use (0, 1]");
+  b.bind("data.synth_seed", d.synth_seed);
+  b.bind("data.synth_shards", d.synth_shards, {1, 4096});
+  b.bind("data.synth_tokens_per_shard", d.synth_tokens_per_shard, {2, int64_t(1) << 32});
+  b.bind("data.synth_order", d.synth_order, {1, 8});
+  b.bind("data.synth_branching", d.synth_branching, {1, 65536});
+}
+
+void bind_optim(ConfigBinder& b, OptimConfig& o) {
+  b.bind("optim.lr", o.lr, {0.0, {}});
+  b.bind("optim.beta1", o.beta1, {0.0, 1.0});
+  b.bind("optim.beta2", o.beta2, {0.0, 1.0});
+  b.bind("optim.eps", o.eps, {0.0, {}});
+  b.bind("optim.weight_decay", o.weight_decay, {0.0, {}});
+  b.bind("optim.grad_clip", o.grad_clip, {0.0, {}});
+}
+
+void bind_schedule(ConfigBinder& b, ScheduleConfig& s) {
+  bind_enum(b, "schedule.kind", s.kind, kScheduleNames);
+  b.bind("schedule.warmup_steps", s.warmup_steps, {0, {}});
+  b.bind("schedule.min_lr_ratio", s.min_lr_ratio, {0.0, 1.0});
+  b.bind("schedule.decay_fraction", s.decay_fraction, {0.0, 1.0});
+  b.bind("schedule.total_steps", s.total_steps, {0, {}});
+}
+
+void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
+  b.bind("train.steps", t.steps, {1, {}});
+  b.bind("train.stop_after", t.stop_after, {0, {}});
+  b.bind("train.batch_size", t.batch_size, {1, {}});
+  b.bind("train.grad_accum", t.grad_accum, {1, {}});
+  b.bind("train.seed", t.seed);
+  b.bind("train.threads", t.threads, {1, 256});
+  b.bind("train.checkpoint_every", t.checkpoint_every, {0, {}});
+  b.bind("train.log_every", t.log_every, {0, {}});
+  if (t.batch_size % t.grad_accum != 0)
+    b.fail("train.batch_size", "batch_size " + std::to_string(t.batch_size) +
+                                   " is not divisible by grad_accum " + std::to_string(t.grad_accum),
+           "make train.batch_size a multiple of train.grad_accum × WORLD_SIZE");
+}
+
+void bind_dist(ConfigBinder& b, DistConfig& d) {
+  bind_enum(b, "dist.backend", d.backend, kBackendNames);
+  b.bind("dist.timeout_s", d.timeout_s, {1, {}});
+}
+
+void bind_probe(ConfigBinder& b, ProbeConfig& p) {
+  bind_enum(b, "probe.level", p.level, kProbeNames);
+  b.bind("probe.full_from_step", p.full_from_step, {0, {}});
+  b.bind("probe.fingerprint_every", p.fingerprint_every, {0, {}});
+  b.bind("probe.halt_on_nonfinite", p.halt_on_nonfinite);
+  b.bind("probe.checkpoint_on_nonfinite", p.checkpoint_on_nonfinite);
+}
+
+void bind_fault(ConfigBinder& b, FaultConfig& f) {
+  b.bind("fault.nan_step", f.nan_step, {0, {}});
+  b.bind("fault.nan_layer", f.nan_layer);
+  b.bind("fault.poison_sample", f.poison_sample, {-1, {}});
+  b.bind("fault.lr_spike_step", f.lr_spike_step, {0, {}});
+  b.bind("fault.lr_spike_factor", f.lr_spike_factor, {0.0, {}});
+  b.bind("fault.crash_rank", f.crash_rank, {-1, {}});
+  b.bind("fault.crash_step", f.crash_step, {0, {}});
+  b.bind("fault.crash_signal", f.crash_signal);
+  b.bind("fault.hang_rank", f.hang_rank, {-1, {}});
+  b.bind("fault.hang_step", f.hang_step, {0, {}});
+  b.bind("fault.slow_rank", f.slow_rank, {-1, {}});
+  b.bind("fault.slow_ms", f.slow_ms, {0, {}});
+  b.bind("fault.corrupt_grad_rank", f.corrupt_grad_rank, {-1, {}});
+  b.bind("fault.corrupt_grad_step", f.corrupt_grad_step, {0, {}});
+  b.bind("fault.leak_mb_per_step", f.leak_mb_per_step, {0.0, {}});
+  b.bind("fault.data_delay_ms", f.data_delay_ms, {0, {}});
+  b.bind("fault.data_delay_rank", f.data_delay_rank, {-1, {}});
+  b.bind("fault.nondeterministic", f.nondeterministic);
+
+  auto needs = [&b](bool set, bool partner_set, const std::string& key, const std::string& partner) {
+    if (set && !partner_set) b.fail(key, key + " needs " + partner, "set " + partner + " too");
+  };
+  needs(f.nan_step > 0, !f.nan_layer.empty(), "fault.nan_step", "fault.nan_layer");
+  needs(!f.nan_layer.empty(), f.nan_step > 0, "fault.nan_layer", "fault.nan_step");
+  needs(f.crash_rank >= 0, f.crash_step > 0, "fault.crash_rank", "fault.crash_step");
+  needs(f.hang_rank >= 0, f.hang_step > 0, "fault.hang_rank", "fault.hang_step");
+  needs(f.slow_rank >= 0, f.slow_ms > 0, "fault.slow_rank", "fault.slow_ms");
+  needs(f.corrupt_grad_rank >= 0, f.corrupt_grad_step > 0, "fault.corrupt_grad_rank",
+        "fault.corrupt_grad_step");
+  const std::string& s = f.crash_signal;
+  bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) && std::stoi(s) < 256;
+  if (s != "SEGV" && s != "ABRT" && !is_code)
+    b.fail("fault.crash_signal", "invalid value \"" + s + "\"",
+           "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
+}
+
+std::string trajectory_lines(const std::string& canonical) {
+  static const std::vector<std::string> ignored_prefixes = {
+      "probe.", "fault.", "train.stop_after ", "train.log_every ", "train.checkpoint_every "};
+  std::string kept;
+  for (const auto& line : split(canonical, '\n')) {
+    bool ignored = false;
+    for (const auto& prefix : ignored_prefixes) ignored = ignored || line.rfind(prefix, 0) == 0;
+    if (!ignored && !line.empty()) kept += line + "\n";
+  }
+  return kept;
+}
+
+TrainConfig bind_all(const ConfigSource& source) {
+  TrainConfig config;
+  ConfigBinder binder(source);
+  bind_model(binder, config.model);
+  bind_data(binder, config.data);
+  bind_optim(binder, config.optim);
+  bind_schedule(binder, config.schedule);
+  bind_train(binder, config.train);
+  bind_dist(binder, config.dist);
+  bind_probe(binder, config.probe);
+  bind_fault(binder, config.fault);
+  binder.finish();
+  config.source = source.name();
+  config.canonical = binder.canonical();
+  config.hash = hex64(hash_text(config.canonical));
+  config.trajectory_hash = hex64(hash_text(trajectory_lines(config.canonical)));
+  return config;
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  ConfigSource source = ConfigSource::from_file(path);
+  source.apply_overrides(overrides);
+  return bind_all(source);
+}
+
+TrainConfig parse_train_config(const std::string& toml_text, const std::string& name,
+                               const std::vector<std::string>& overrides) {
+  ConfigSource source = ConfigSource::from_string(toml_text, name);
+  source.apply_overrides(overrides);
+  return bind_all(source);
+}
+
+const char* to_string(ScheduleKind kind) { return name_of(kind, kScheduleNames); }
+const char* to_string(ProbeLevel level) { return name_of(level, kProbeNames); }
+const char* to_string(DistBackend backend) { return name_of(backend, kBackendNames); }
+
+}  // namespace faultline::trainer

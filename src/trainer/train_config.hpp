@@ -1,0 +1,131 @@
+// The trainer's typed configuration: one struct per TOML section, bound with ConfigBinder.
+// LibTorch-free so the harness can read and validate trainer recipes too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace faultline::trainer {
+
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t block_size = 64;
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 192;
+  bool tied_head = true;
+  double init_std = 0.02;
+};
+
+struct DataConfig {
+  std::string path;  // shard file or directory; empty: the synthetic language, made in memory
+  std::string tokenizer = "synth-ngram";
+  int64_t tokenizer_version = 1;
+  double fraction = 1.0;  // use only the first ceil(fraction × samples) samples
+  int64_t synth_seed = 1;
+  int64_t synth_shards = 4;
+  int64_t synth_tokens_per_shard = 1 << 18;
+  int64_t synth_order = 1;  // bigram: a small model learns it within 100 steps
+  int64_t synth_branching = 4;
+};
+
+struct OptimConfig {
+  double lr = 3e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // max global grad norm; 0 disables clipping (the norm is still measured)
+};
+
+enum class ScheduleKind { Constant, Cosine, Wsd };
+
+struct ScheduleConfig {
+  ScheduleKind kind = ScheduleKind::Cosine;
+  int64_t warmup_steps = 10;
+  double min_lr_ratio = 0.1;     // final LR = lr × min_lr_ratio
+  double decay_fraction = 0.2;   // wsd: share of total steps spent decaying
+  int64_t total_steps = 0;       // horizon of the schedule; 0: train.steps
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 100;          // the run's length
+  int64_t stop_after = 0;       // stop after this step (a prefix of the same run); 0: run all
+  int64_t batch_size = 16;      // global batch, in samples
+  int64_t grad_accum = 1;       // micro-batches per rank and step
+  int64_t seed = 1234;
+  int64_t threads = 1;          // intra-op and BLAS threads; loss bits depend on it
+  int64_t checkpoint_every = 0; // 0: never
+  int64_t log_every = 10;       // human progress lines on stdout; 0: none
+};
+
+enum class DistBackend { Auto, Gloo, Nccl };
+
+struct DistConfig {
+  DistBackend backend = DistBackend::Auto;
+  int64_t timeout_s = 300;  // collective timeout
+};
+
+enum class ProbeLevel { Off, Cheap, Full };
+
+struct ProbeConfig {
+  ProbeLevel level = ProbeLevel::Cheap;
+  int64_t full_from_step = 0;    // with level = full: per-layer checks only from this step on
+  int64_t fingerprint_every = 10;  // 0: never
+  bool halt_on_nonfinite = true;
+  bool checkpoint_on_nonfinite = false;  // write the last good state when halting
+};
+
+struct FaultConfig {
+  int64_t nan_step = 0;
+  std::string nan_layer;
+  int64_t poison_sample = -1;
+  int64_t lr_spike_step = 0;
+  double lr_spike_factor = 1000.0;
+  int64_t crash_rank = -1;
+  int64_t crash_step = 0;
+  std::string crash_signal = "SEGV";  // SEGV, ABRT, or an exit code such as "7"
+  int64_t hang_rank = -1;
+  int64_t hang_step = 0;
+  int64_t slow_rank = -1;
+  int64_t slow_ms = 0;
+  int64_t corrupt_grad_rank = -1;
+  int64_t corrupt_grad_step = 0;
+  double leak_mb_per_step = 0;
+  int64_t data_delay_ms = 0;
+  int64_t data_delay_rank = -1;  // -1: every rank
+  bool nondeterministic = false;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainLoopConfig train;
+  DistConfig dist;
+  ProbeConfig probe;
+  FaultConfig fault;
+
+  std::string source;     // the file it came from
+  std::string canonical;  // resolved config: every key with its value, sorted
+  std::string hash;       // hex XXH64 of `canonical`
+  // Hash of the keys that change the training trajectory (not probe.*, fault.*, stop_after,
+  // log_every, checkpoint_every): a checkpoint resumes only into a config with the same one.
+  std::string trajectory_hash;
+};
+
+// Reads FILE, applies `--set` overrides, validates everything and throws one UserError listing
+// every problem.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The same from TOML text (tests, recipes embedded in a store).
+TrainConfig parse_train_config(const std::string& toml_text, const std::string& name,
+                               const std::vector<std::string>& overrides);
+
+const char* to_string(ScheduleKind kind);
+const char* to_string(ProbeLevel level);
+const char* to_string(DistBackend backend);
+
+}  // namespace faultline::trainer

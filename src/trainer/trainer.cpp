@@ -1,0 +1,279 @@
+// One rank's training loop, top to bottom: set up, (resume), then per step: faults, data,
+// forward/backward per micro-batch, allreduce, clip, check, optimizer, metrics, checkpoint.
+#include "trainer/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "common/error.hpp"
+#include "common/hash.hpp"
+#include "probes/inprocess/finite_checks.hpp"
+#include "trainer/batch_loader.hpp"
+#include "trainer/checkpoint.hpp"
+#include "trainer/dist.hpp"
+#include "trainer/faults.hpp"
+#include "trainer/flat_params.hpp"
+#include "trainer/metrics_writer.hpp"
+#include "trainer/model.hpp"
+#include "trainer/records.hpp"
+#include "trainer/runtime_info.hpp"
+#include "trainer/schedule.hpp"
+#include "trainer/step_observer.hpp"
+
+namespace faultline::trainer {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string metrics_path(const TrainerOptions& options, int rank) {
+  if (const char* path = std::getenv("FAULTLINE_METRICS"); path && *path) return path;
+  return options.out_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
+}
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainerOptions& options)
+      : options_(options),
+        config_(options.config),
+        env_(read_rank_env()),
+        runtime_(configure_runtime(config_.train.threads)),
+        faults_(config_.fault, env_.rank) {}
+
+  TrainExit run();
+
+ private:
+  void set_up();
+  int64_t resume();
+  TrainExit step(int64_t step);
+  void write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor);
+  void write_checkpoint(int64_t step);
+  void end(const char* status, int64_t step);
+
+  const TrainerOptions& options_;
+  const TrainConfig& config_;
+  RankEnv env_;
+  RuntimeInfo runtime_;
+  FaultPlan faults_;
+  Gpt model_{nullptr};
+  std::unique_ptr<FlatParams> params_;
+  std::unique_ptr<FlatAdamW> optimizer_;
+  std::unique_ptr<BatchLoader> loader_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  probes::ForwardFiniteCheck forward_check_;
+  probes::GradFiniteCheck grad_check_;
+  double tokens_seen_ = 0, timed_ms_ = 0;
+  double first_loss_ = std::nan(""), last_loss_ = std::nan("");
+  int64_t first_step_ = 0;
+};
+
+void Trainer::set_up() {
+  const int64_t shards_of_batch = env_.world_size * config_.train.grad_accum;
+  if (config_.train.batch_size % shards_of_batch != 0)
+    throw UserError("train.batch_size " + std::to_string(config_.train.batch_size) +
+                        " is not divisible by WORLD_SIZE × train.grad_accum = " +
+                        std::to_string(shards_of_batch),
+                    config_.source, "choose a batch size that splits evenly over ranks and micro-batches");
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  at::set_num_interop_threads(1);
+  torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
+
+  model_ = Gpt(config_.model);
+  model_->initialize(config_.model.init_std);
+  faults_.validate(model_->module_names());
+  params_ = std::make_unique<FlatParams>(*model_);
+  optimizer_ = std::make_unique<FlatAdamW>(
+      *params_, FlatAdamW::Options{config_.optim.beta1, config_.optim.beta2, config_.optim.eps,
+                                   config_.optim.weight_decay});
+  loader_ = std::make_unique<BatchLoader>(config_);
+  if (config_.probe.level == ProbeLevel::Full) {
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& item : model_->named_parameters()) named.emplace_back(item.key(), item.value());
+    grad_check_.attach(named);
+  }
+  std::filesystem::create_directories(options_.out_dir);
+  metrics_ = std::make_unique<MetricsWriter>(metrics_path(options_, env_.rank), env_.rank);
+  comm_ = std::make_unique<Communicator>(env_, config_.dist);
+}
+
+int64_t Trainer::resume() {
+  if (options_.resume_path.empty()) return 1;
+  auto meta = load_checkpoint(options_.resume_path, {*params_, *optimizer_});
+  if (meta.trajectory_hash != config_.trajectory_hash)
+    throw UserError("checkpoint was written by a different training config (trajectory hash " +
+                        meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
+                    options_.resume_path,
+                    "resume with the config it was written with; only probe.*, fault.*, "
+                    "train.stop_after, train.log_every and train.checkpoint_every may differ");
+  if (meta.blas != runtime_.blas_summary())
+    std::fprintf(stderr, "faultline-train: warning: checkpoint written with BLAS %s, running %s; "
+                 "the continuation will not be bitwise identical\n",
+                 meta.blas.c_str(), runtime_.blas_summary().c_str());
+  metrics_->write("event", {{"name", "resume"}, {"path", options_.resume_path}, {"step", meta.step},
+                            {"checkpoint_config_hash", meta.config_hash}});
+  return meta.step + 1;
+}
+
+void Trainer::write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor) {
+  uint64_t digest = hash_bytes(tensor.data_ptr(), tensor.numel() * tensor.element_size());
+  metrics_->write("fingerprint", {{"step", step}, {"what", what}, {"hash", hex64(digest)}});
+}
+
+void Trainer::write_checkpoint(int64_t step) {
+  if (env_.rank != 0) return;
+  std::filesystem::create_directories(options_.out_dir + "/checkpoints");
+  std::string path = checkpoint_path(options_.out_dir + "/checkpoints", step);
+  CheckpointMeta meta{step, config_.hash, config_.trajectory_hash, runtime_.blas_summary(),
+                      config_.train.threads, env_.world_size,
+                      static_cast<uint64_t>(config_.train.seed), loader_->sampler().epoch_of(step + 1),
+                      runtime_.torch_version};
+  save_checkpoint(path, meta, {*params_, *optimizer_});
+  metrics_->write("event", {{"name", "checkpoint"}, {"step", step}, {"path", path}});
+}
+
+TrainExit Trainer::step(int64_t step) {
+  const auto step_start = Clock::now();
+  faults_.at_step_start(step);
+
+  const auto data_start = Clock::now();
+  StepBatch batch = loader_->load(step, env_.rank, env_.world_size);
+  faults_.during_data(step);
+  const double data_ms = ms_since(data_start);
+  if (batch.anomaly) {
+    report_token_anomaly(*metrics_, step, *batch.anomaly, config_.model.vocab_size);
+    end("data_anomaly", step);
+    return TrainExit::DataAnomaly;
+  }
+
+  const bool full_probes = config_.probe.level == ProbeLevel::Full && step >= config_.probe.full_from_step;
+  forward_check_.reset();
+  grad_check_.reset();
+  grad_check_.set_enabled(full_probes);
+  StepObserver observer(faults_, full_probes ? &forward_check_ : nullptr);
+  const int64_t block = config_.model.block_size;
+  double local_loss = 0;
+  int64_t tokens = 0;
+  const std::vector<uint64_t>* failing_rows_samples = nullptr;
+  for (const auto& micro : batch.micro_batches) {
+    faults_.begin_micro_batch(step, micro.samples);
+    auto input = micro.tokens.narrow(1, 0, block);
+    auto target = micro.tokens.narrow(1, 1, block);
+    auto logits = model_->forward(input, &observer);
+    auto loss = torch::cross_entropy_loss(logits.reshape({-1, config_.model.vocab_size}),
+                                          target.reshape({-1})) /
+                static_cast<double>(config_.train.grad_accum);
+    loss.backward();
+    local_loss += loss.item<double>();
+    tokens += input.numel();
+    if (forward_check_.first() && !failing_rows_samples) failing_rows_samples = &micro.samples;
+  }
+  faults_.during_compute(step);
+
+  const bool fingerprint = config_.probe.fingerprint_every > 0 && step % config_.probe.fingerprint_every == 0;
+  // Planted corruption strikes in compute, before the fingerprint: as real silent corruption does.
+  faults_.on_local_grads(step, params_->grads());
+  if (fingerprint) write_fingerprint(step, "grads", params_->grads());
+
+  const auto comm_start = Clock::now();
+  auto& buffer = params_->comm_buffer();
+  buffer[params_->numel()] = local_loss;
+  comm_->allreduce_sum(buffer);
+  if (env_.world_size > 1) buffer.div_(static_cast<double>(env_.world_size));
+  const double loss = buffer[params_->numel()].item<double>();
+  const double comm_ms = ms_since(comm_start);
+
+  const double grad_norm = clip_grad_norm(params_->grads(), config_.optim.grad_clip);
+  const double lr = lr_at(config_.schedule, config_.optim.lr, step,
+                          config_.schedule.total_steps > 0 ? config_.schedule.total_steps
+                                                           : config_.train.steps) *
+                    faults_.lr_factor(step);
+  const bool finite = std::isfinite(loss + grad_norm);  // the always-on fused check
+  double update_norm = 0;
+  if (finite || !config_.probe.halt_on_nonfinite) update_norm = optimizer_->step(lr).update_norm;
+  const double param_norm = params_->values().norm().item<double>();
+
+  StepRecord record{step, loss, grad_norm, lr, ms_since(step_start), data_ms, comm_ms, tokens};
+  record.param_norm = param_norm;
+  record.update_ratio = param_norm > 0 ? update_norm / param_norm : 0;
+  record.collectives = comm_->collectives_entered();
+  NonfiniteFindings findings{forward_check_.first(), grad_check_.first(), failing_rows_samples};
+  const bool params_finite = std::isfinite(param_norm);
+  if (!finite || !params_finite) record.nonfinite = count_nonfinite_state(*params_, loss);
+  write_step_record(*metrics_, record);
+  if (first_step_ == 0) {
+    first_step_ = step;
+    first_loss_ = loss;
+  }
+  last_loss_ = loss;
+  if (step > 2) {  // the first steps pay one-time allocation costs
+    tokens_seen_ += static_cast<double>(tokens);
+    timed_ms_ += record.step_ms;
+  }
+  if (!finite || !params_finite) {
+    report_nonfinite(*metrics_, step, loss, *params_, findings, *loader_, !finite);
+    if (config_.probe.halt_on_nonfinite) {
+      // Halting skipped the update, so the state is still that of step - 1: the last good one.
+      if (config_.probe.checkpoint_on_nonfinite && !finite && step > 1) write_checkpoint(step - 1);
+      end("nonfinite", step);
+      return TrainExit::Nonfinite;
+    }
+  }
+  if (fingerprint) write_fingerprint(step, "params", params_->values());
+  params_->zero_grads();
+  if (config_.train.checkpoint_every > 0 && step % config_.train.checkpoint_every == 0)
+    write_checkpoint(step);
+  if (config_.train.log_every > 0 && (step % config_.train.log_every == 0 || step == 1) && env_.rank == 0)
+    std::printf("step %6lld  loss %.4f  grad_norm %.3f  lr %.2e  %.1f ms\n",
+                static_cast<long long>(step), loss, grad_norm, lr, record.step_ms);
+  return TrainExit::Ok;
+}
+
+void Trainer::end(const char* status, int64_t step) {
+  double tokens_per_s = timed_ms_ > 0 ? tokens_seen_ / (timed_ms_ / 1000.0) : 0;
+  metrics_->write("event", {{"name", "end"}, {"status", status}, {"step", step},
+                            {"tokens_per_s", tokens_per_s}, {"first_loss", number(first_loss_)},
+                            {"last_loss", number(last_loss_)}});
+  if (env_.rank == 0)
+    std::printf("faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %.0f tokens/s "
+                "on rank 0\n",
+                status, static_cast<long long>(step), first_loss_, static_cast<long long>(first_step_),
+                last_loss_, tokens_per_s);
+  std::fflush(stdout);
+}
+
+TrainExit Trainer::run() {
+  set_up();
+  const int64_t first = resume();
+  const int64_t last = config_.train.stop_after > 0
+                           ? std::min(config_.train.stop_after, config_.train.steps)
+                           : config_.train.steps;
+  write_start_event(*metrics_, config_, env_, runtime_, params_->numel(), loader_->samples_used(),
+                    comm_->backend_name(), first);
+  if (env_.rank == 0)
+    std::printf("faultline-train: %lld parameters, %d rank(s), BLAS %s, %d thread(s), steps %lld..%lld\n",
+                static_cast<long long>(params_->numel()), env_.world_size,
+                runtime_.blas_summary().c_str(), runtime_.torch_threads,
+                static_cast<long long>(first), static_cast<long long>(last));
+  for (int64_t s = first; s <= last; ++s) {
+    TrainExit exit = step(s);
+    if (exit != TrainExit::Ok) return exit;
+  }
+  end("ok", last);
+  return TrainExit::Ok;
+}
+
+}  // namespace
+
+TrainExit run_trainer(const TrainerOptions& options) {
+  Trainer trainer(options);
+  return trainer.run();
+}
+
+}  // namespace faultline::trainer

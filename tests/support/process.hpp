@@ -1,0 +1,34 @@
+// Test support: run a real child process (argv, extra environment), wait with a timeout, and
+// capture its exit status and output. Tests use this instead of a shell.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace faultline::testing {
+
+struct ProcessResult {
+  int exit_code = -1;  // valid when !signaled
+  int signal = 0;      // the terminating signal, or 0
+  bool timed_out = false;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+struct ProcessSpec {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to the inherited environment
+  double timeout_s = 120;
+};
+
+// Starts every spec at once (ranks of one run), waits for all, kills stragglers at the timeout.
+std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs);
+ProcessResult run_process(const ProcessSpec& spec);
+
+// A fresh directory under the test temp dir.
+std::string make_temp_dir(const std::string& tag);
+
+// A TCP port that was free a moment ago.
+int free_port();
+
+}  // namespace faultline::testing

@@ -1,0 +1,218 @@
+// Tests for src/common/config.cpp: TOML + overrides, binding with every error reported at once,
+// and the canonical form.
+#include "common/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace faultline {
+namespace {
+
+using faultline::testing::ScratchDir;
+using faultline::testing::user_error;
+using faultline::testing::user_errors;
+
+constexpr char kToml[] = R"(name = "tiny"
+[optim]
+lr = 0.1
+warmup = 10
+[model]
+n_layer = 2
+tied = true
+[[rungs]]
+steps = 5
+[[rungs]]
+steps = 50
+)";
+
+struct Fields {
+  std::string name = "default";
+  double lr = 0.5;
+  int64_t warmup = 0;
+  int n_layer = 1;
+  bool tied = false;
+  int64_t steps0 = 0;
+  int64_t steps1 = 0;
+};
+
+void bind_all(ConfigBinder& binder, Fields& f) {
+  binder.bind("name", f.name);
+  binder.bind("optim.lr", f.lr, {0.0, 2.5});
+  binder.bind("optim.warmup", f.warmup, {0, 1000});
+  binder.bind("model.n_layer", f.n_layer, {1, 64});
+  binder.bind("model.tied", f.tied);
+  binder.bind("rungs.0.steps", f.steps0);
+  binder.bind("rungs.1.steps", f.steps1);
+}
+
+TEST(Config, BindsFileValues) {
+  ConfigSource source = ConfigSource::from_string(kToml, "tiny.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  binder.finish();
+  EXPECT_EQ(f.name, "tiny");
+  EXPECT_DOUBLE_EQ(f.lr, 0.1);
+  EXPECT_EQ(f.warmup, 10);
+  EXPECT_EQ(f.n_layer, 2);
+  EXPECT_TRUE(f.tied);
+  EXPECT_EQ(f.steps0, 5);
+  EXPECT_EQ(f.steps1, 50);
+  EXPECT_EQ(source.values().at("optim.lr").origin, "tiny.toml:3");
+}
+
+TEST(Config, OverridesBeatTheFile) {
+  ConfigSource source = ConfigSource::from_string(kToml, "tiny.toml");
+  source.apply_overrides({"optim.lr=0.25", "model.tied = false", "name=123"});
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  binder.finish();
+  EXPECT_DOUBLE_EQ(f.lr, 0.25);
+  EXPECT_FALSE(f.tied);
+  EXPECT_EQ(f.name, "123");  // a --set string may look like a number
+}
+
+TEST(Config, MissingKeysKeepDefaults) {
+  ConfigSource source = ConfigSource::from_string("", "empty.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  binder.finish();
+  EXPECT_EQ(f.name, "default");
+  EXPECT_DOUBLE_EQ(f.lr, 0.5);
+}
+
+TEST(Config, UnknownKeySuggestsTheClosestKnownOne) {
+  ConfigSource source = ConfigSource::from_string("[optim]\nlrr = 0.1\n", "typo.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  ErrorItem error = user_error([&] { binder.finish(); });
+  EXPECT_EQ(error.what, "unknown key 'optim.lrr'");
+  EXPECT_EQ(error.where, "typo.toml:2");
+  EXPECT_EQ(error.hint, "did you mean 'optim.lr'?");
+}
+
+TEST(Config, TypeErrorsNameKeyOriginAndExpectation) {
+  ConfigSource source =
+      ConfigSource::from_string("[model]\nn_layer = \"two\"\ntied = 1\n", "t.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  std::vector<ErrorItem> errors = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].what.find("expected an integer in [1, 64], got string \"two\""),
+            std::string::npos)
+      << errors[0].what;
+  EXPECT_EQ(errors[0].where, "model.n_layer at t.toml:2");
+  EXPECT_EQ(errors[1].what, "expected a boolean, got integer 1");
+  EXPECT_EQ(errors[1].hint, "use true or false");
+}
+
+TEST(Config, RangeErrorsSayWhatIsValid) {
+  ConfigSource source = ConfigSource::from_string("", "r.toml");
+  source.apply_overrides({"optim.warmup=5000", "optim.lr=-1"});
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  std::vector<ErrorItem> errors = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].what, "value -1 is out of range");
+  EXPECT_EQ(errors[0].where, "optim.lr at --set optim.lr");
+  EXPECT_EQ(errors[0].hint, "expected a number >= 0.0 and <= 2.5");
+  EXPECT_EQ(errors[1].what, "value 5000 is out of range");
+  EXPECT_EQ(errors[1].hint, "expected an integer in [0, 1000]");
+  EXPECT_EQ(f.warmup, 0);  // a rejected value leaves the default
+}
+
+TEST(Config, AllErrorsAreReportedAtOnceUnknownKeysFirst) {
+  ConfigSource source = ConfigSource::from_string("bogus = 1\n[optim]\nlr = \"fast\"\n", "a.toml");
+  source.apply_overrides({"model.n_layer=0", "model.n_layr=3"});
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  binder.fail("model.n_layer", "n_layer must be even", "use 2, 4, ...");
+  std::vector<ErrorItem> errors = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(errors.size(), 5u);
+  EXPECT_EQ(errors[0].what, "unknown key 'bogus'");
+  EXPECT_EQ(errors[1].what, "unknown key 'model.n_layr'");
+  EXPECT_EQ(errors[1].hint, "did you mean 'model.n_layer'?");
+  EXPECT_EQ(errors[4].what, "n_layer must be even");
+  EXPECT_EQ(errors[4].where, "model.n_layer at --set model.n_layer");
+}
+
+TEST(Config, StringChoicesSuggestAValidOne) {
+  ConfigSource source = ConfigSource::from_string("kind = \"adamm\"\n", "c.toml");
+  std::string kind = "sgd";
+  ConfigBinder binder(source);
+  binder.bind("kind", kind, {"sgd", "adamw", "adam"});
+  ErrorItem error = user_error([&] { binder.finish(); });
+  EXPECT_EQ(error.what, "invalid value \"adamm\"");
+  EXPECT_NE(error.hint.find("valid: sgd, adamw, adam"), std::string::npos) << error.hint;
+  EXPECT_NE(error.hint.find("did you mean"), std::string::npos) << error.hint;
+}
+
+TEST(Config, CanonicalIsSortedValidToml) {
+  ConfigSource source = ConfigSource::from_string(kToml, "tiny.toml");
+  source.apply_overrides({"optim.lr=3e-4"});
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  binder.finish();
+  const std::string expected =
+      "model.n_layer = 2\n"
+      "model.tied = true\n"
+      "name = \"tiny\"\n"
+      "optim.lr = 3e-04\n"
+      "optim.warmup = 10\n"
+      "rungs.0.steps = 5\n"
+      "rungs.1.steps = 50\n";
+  EXPECT_EQ(binder.canonical(), expected);
+  // Parsing the canonical form and binding again gives the same canonical form.
+  ConfigSource again = ConfigSource::from_string(binder.canonical(), "canonical");
+  Fields g;
+  ConfigBinder rebinder(again);
+  bind_all(rebinder, g);
+  rebinder.finish();
+  EXPECT_EQ(rebinder.canonical(), expected);
+}
+
+TEST(Config, MalformedOverridesAreReportedTogether) {
+  ConfigSource source = ConfigSource::from_string("", "o.toml");
+  std::vector<ErrorItem> errors = user_errors([&] {
+    source.apply_overrides({"noequals", "=1", "ok.key=1"});
+  });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].where, "--set");
+  EXPECT_EQ(errors[0].hint, "write it as section.key=value");
+}
+
+TEST(Config, InvalidTomlNamesLineAndColumn) {
+  ErrorItem error = user_error([] { ConfigSource::from_string("a = 1\nb = = 2\n", "bad.toml"); });
+  EXPECT_NE(error.what.find("invalid TOML"), std::string::npos);
+  EXPECT_EQ(error.where.rfind("bad.toml:2:", 0), 0u) << error.where;
+}
+
+TEST(Config, ReadsFilesAndNamesMissingOnes) {
+  ScratchDir dir;
+  faultline::testing::write_file(dir.file("c.toml"), "[optim]\nlr = 0.2\n");
+  ConfigSource source = ConfigSource::from_file(dir.file("c.toml"));
+  EXPECT_EQ(source.name(), dir.file("c.toml"));
+  EXPECT_EQ(source.values().at("optim.lr").origin, dir.file("c.toml") + ":2");
+  ErrorItem error = user_error([&] { ConfigSource::from_file(dir.file("none.toml")); });
+  EXPECT_EQ(error.where, dir.file("none.toml"));
+}
+
+TEST(Config, ParseLiteralInfersTypes) {
+  EXPECT_EQ(ConfigValue::parse_literal("true", "").type, ConfigValue::Type::Bool);
+  EXPECT_EQ(ConfigValue::parse_literal(" 42 ", "").integer, 42);
+  EXPECT_EQ(ConfigValue::parse_literal("1e-3", "").type, ConfigValue::Type::Float);
+  EXPECT_EQ(ConfigValue::parse_literal("'quoted'", "").string, "quoted");
+  EXPECT_EQ(ConfigValue::parse_literal("bare", "").type, ConfigValue::Type::String);
+  EXPECT_EQ(ConfigValue::parse_literal("1.0", "").toml(), "1.0");
+}
+
+}  // namespace
+}  // namespace faultline

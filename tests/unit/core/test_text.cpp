@@ -1,0 +1,49 @@
+// Tests for src/common/text.cpp: edit distance, did-you-mean, trim, join, split.
+#include "common/text.hpp"
+
+#include <gtest/gtest.h>
+
+namespace faultline {
+namespace {
+
+TEST(Text, EditDistanceCountsInsertionsDeletionsSubstitutions) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("lr", "lr"), 0u);
+  EXPECT_EQ(edit_distance("flaw", "lawn"), 2u);
+}
+
+TEST(Text, ClosestMatchSuggestsPlausibleTypos) {
+  std::vector<std::string> keys = {"optim.lr", "optim.weight_decay", "model.n_layer"};
+  EXPECT_EQ(closest_match("optim.lrr", keys), "optim.lr");
+  EXPECT_EQ(closest_match("model.n_layers", keys), "model.n_layer");
+  EXPECT_EQ(closest_match("completely.different", keys), "");
+  EXPECT_EQ(closest_match("anything", {}), "");
+}
+
+TEST(Text, ClosestMatchFindsTheRightNameInTheWrongSection) {
+  EXPECT_EQ(closest_match("train.lr", {"optim.lr", "train.steps"}), "optim.lr");
+}
+
+TEST(Text, DidYouMeanIsReadyToAppend) {
+  EXPECT_EQ(did_you_mean("stpes", {"steps", "seed"}), "did you mean 'steps'?");
+  EXPECT_EQ(did_you_mean("zzzzzzzz", {"steps"}), "");
+}
+
+TEST(Text, TrimRemovesSurroundingWhitespaceOnly) {
+  EXPECT_EQ(trim("  a b \t\r\n"), "a b");
+  EXPECT_EQ(trim(" \n "), "");
+  EXPECT_EQ(trim(""), "");
+}
+
+TEST(Text, JoinAndSplitAreInverse) {
+  EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(join({}, ","), "");
+  EXPECT_EQ(split("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(split("", ','), std::vector<std::string>{""});
+  EXPECT_EQ(join(split("x.y.z", '.'), "."), "x.y.z");
+}
+
+}  // namespace
+}  // namespace faultline
