@@ -4,12 +4,12 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -24,11 +24,20 @@ std::string quote(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
   return out + "\"";
@@ -54,7 +63,8 @@ void flatten(const toml::node& node, const std::string& prefix, const std::strin
              std::map<std::string, ConfigValue>& out, ErrorList& errors) {
   if (const auto* table = node.as_table()) {
     for (const auto& [key, child] : *table) {
-      std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+      std::string path =
+          prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
       flatten(child, path, name, out, errors);
     }
     return;
@@ -143,20 +153,28 @@ ConfigValue ConfigValue::parse_literal(std::string_view text, std::string origin
 
 std::string ConfigValue::type_name() const {
   switch (type) {
-    case Type::Bool: return "boolean";
-    case Type::Int: return "integer";
-    case Type::Float: return "float";
-    case Type::String: return "string";
+    case Type::Bool:
+      return "boolean";
+    case Type::Int:
+      return "integer";
+    case Type::Float:
+      return "float";
+    case Type::String:
+      return "string";
   }
   return "value";
 }
 
 std::string ConfigValue::toml() const {
   switch (type) {
-    case Type::Bool: return boolean ? "true" : "false";
-    case Type::Int: return std::to_string(integer);
-    case Type::Float: return format_real(real);
-    case Type::String: return quote(string);
+    case Type::Bool:
+      return boolean ? "true" : "false";
+    case Type::Int:
+      return std::to_string(integer);
+    case Type::Float:
+      return format_real(real);
+    case Type::String:
+      return quote(string);
   }
   return "";
 }
@@ -183,7 +201,8 @@ void ConfigSource::apply_overrides(const std::vector<std::string>& assignments) 
     auto equals = assignment.find('=');
     std::string key = equals == std::string::npos ? "" : trim(assignment.substr(0, equals));
     if (key.empty()) {
-      errors.add("malformed override '" + assignment + "'", "--set", "write it as section.key=value");
+      errors.add("malformed override '" + assignment + "'", "--set",
+                 "write it as section.key=value");
       continue;
     }
     values_[key] = ConfigValue::parse_literal(assignment.substr(equals + 1), "--set " + key);
@@ -245,15 +264,16 @@ void ConfigBinder::bind(const std::string& key, int& field, Range<int64_t> range
 
 void ConfigBinder::bind(const std::string& key, double& field, Range<double> range) {
   if (const auto* value = lookup(key)) {
-    double real = value->type == ConfigValue::Type::Int ? static_cast<double>(value->integer)
-                                                        : value->real;
+    double real =
+        value->type == ConfigValue::Type::Int ? static_cast<double>(value->integer) : value->real;
     if (value->type != ConfigValue::Type::Int && value->type != ConfigValue::Type::Float) {
       errors_.add("expected a number, got " + value->type_name() + " " + value->toml(),
                   where(key, value));
     } else if ((range.min && !(real >= *range.min)) || (range.max && !(real <= *range.max))) {
       std::string hint = "expected a number";
       if (range.min) hint += " >= " + format_real(*range.min);
-      if (range.max) hint += std::string(range.min ? " and" : "") + " <= " + format_real(*range.max);
+      if (range.max)
+        hint += std::string(range.min ? " and" : "") + " <= " + format_real(*range.max);
       errors_.add("value " + value->toml() + " is out of range", where(key, value), hint);
     } else {
       field = real;

@@ -61,7 +61,8 @@ class ConfigBinder {
   void bind(const std::string& key, int64_t& field, Range<int64_t> range = {});
   void bind(const std::string& key, int& field, Range<int64_t> range = {});
   void bind(const std::string& key, double& field, Range<double> range = {});
-  void bind(const std::string& key, std::string& field, const std::vector<std::string>& choices = {});
+  void bind(const std::string& key, std::string& field,
+            const std::vector<std::string>& choices = {});
 
   // Reports a cross-field problem found after binding, e.g. "n_embd must divide by n_head".
   void fail(const std::string& key, std::string what, std::string hint = "");

@@ -1,4 +1,5 @@
-// XXH64, written out from the public specification (github.com/Cyan4973/xxHash, doc/xxhash_spec.md).
+// XXH64, written out from the public specification (github.com/Cyan4973/xxHash,
+// doc/xxhash_spec.md).
 #include "common/hash.hpp"
 
 #include <cstring>
@@ -12,7 +13,9 @@ constexpr uint64_t P3 = 0x165667B19E3779F9ULL;
 constexpr uint64_t P4 = 0x85EBCA77C2B2AE63ULL;
 constexpr uint64_t P5 = 0x27D4EB2F165667C5ULL;
 
-inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 inline uint64_t read64(const unsigned char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);

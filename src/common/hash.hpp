@@ -25,7 +25,9 @@ class Hasher {
 };
 
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
-inline uint64_t hash_text(std::string_view text) { return hash_bytes(text.data(), text.size()); }
+inline uint64_t hash_text(std::string_view text) {
+  return hash_bytes(text.data(), text.size());
+}
 
 // 16 lower-case hex digits.
 std::string hex64(uint64_t value);

@@ -34,7 +34,8 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   for (const auto& candidate : candidates) {
     size_t distance = edit_distance(word, candidate);
     // A right name in the wrong section ("train.lr" for "optim.lr") is a likely mistake too.
-    if (leaf(candidate) == leaf(word) && leaf(word) != word) distance = std::min<size_t>(distance, 1);
+    if (leaf(candidate) == leaf(word) && leaf(word) != word)
+      distance = std::min<size_t>(distance, 1);
     if (distance < best_distance) {
       best_distance = distance;
       best = candidate;

@@ -15,10 +15,12 @@ data::Corpus make_corpus(const TrainConfig& config) {
     return data::load_corpus(config.data.path, config.data.tokenizer,
                              static_cast<uint32_t>(config.data.tokenizer_version), sample_tokens);
   if (config.data.tokenizer != data::kSynthTokenizer)
-    throw UserError("data.path is empty, so the synthetic language is used, but data.tokenizer is '" +
-                        config.data.tokenizer + "'",
-                    "data.tokenizer", std::string("set data.tokenizer = \"") + data::kSynthTokenizer +
-                                          "\" or point data.path at shards");
+    throw UserError(
+        "data.path is empty, so the synthetic language is used, but data.tokenizer is '" +
+            config.data.tokenizer + "'",
+        "data.tokenizer",
+        std::string("set data.tokenizer = \"") + data::kSynthTokenizer +
+            "\" or point data.path at shards");
   data::SynthOptions options;
   options.seed = static_cast<uint64_t>(config.data.synth_seed);
   options.vocab_size = static_cast<uint32_t>(config.model.vocab_size);
@@ -30,7 +32,8 @@ data::Corpus make_corpus(const TrainConfig& config) {
 }
 
 uint64_t used_samples(const data::Corpus& corpus, double fraction) {
-  auto used = static_cast<uint64_t>(std::ceil(fraction * static_cast<double>(corpus.num_samples())));
+  auto used =
+      static_cast<uint64_t>(std::ceil(fraction * static_cast<double>(corpus.num_samples())));
   return std::max<uint64_t>(1, std::min(used, corpus.num_samples()));
 }
 }  // namespace

@@ -29,7 +29,9 @@ class Writer {
   explicit Writer(std::string& out) : out_(out) {}
   void raw(const void* data, size_t size) { out_.append(static_cast<const char*>(data), size); }
   template <typename T>
-  void value(T v) { raw(&v, sizeof v); }
+  void value(T v) {
+    raw(&v, sizeof v);
+  }
   void tensor(const torch::Tensor& t) { raw(t.data_ptr(), t.numel() * t.element_size()); }
 
  private:
@@ -41,7 +43,8 @@ class Reader {
   Reader(const std::string& data, const std::string& path) : data_(data), path_(path) {}
   const char* take(size_t size) {
     if (pos_ + size > data_.size())
-      throw UserError("checkpoint is truncated", path_, "it was not fully written; use an earlier one");
+      throw UserError("checkpoint is truncated", path_,
+                      "it was not fully written; use an earlier one");
     const char* p = data_.data() + pos_;
     pos_ += size;
     return p;
@@ -77,7 +80,8 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Traini
       {"blas", meta.blas},
       {"threads", meta.threads},
       {"world_size", meta.world_size},
-      {"sampler", {{"seed", meta.sampler_seed}, {"epoch", meta.sampler_epoch}, {"next_step", meta.step + 1}}},
+      {"sampler",
+       {{"seed", meta.sampler_seed}, {"epoch", meta.sampler_epoch}, {"next_step", meta.step + 1}}},
       {"adam_step", state.optimizer.step_count()},
       {"numel", state.params.numel()},
       {"generator_bytes", generator_state.numel()},
@@ -101,7 +105,8 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Traini
   {
     std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
     file.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!file) throw UserError("cannot write checkpoint", temporary, "check disk space and permissions");
+    if (!file)
+      throw UserError("cannot write checkpoint", temporary, "check disk space and permissions");
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0)
     throw UserError("cannot move checkpoint into place", path, "check permissions");
@@ -111,8 +116,10 @@ CheckpointMeta load_checkpoint(const std::string& path, TrainingState state) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw UserError("cannot read checkpoint", path, "check the path given with --resume");
   std::string data((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (data.size() < sizeof kMagic + 4 + 8 + 8 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
-    throw UserError("not a faultline checkpoint", path, "expected a .ckpt written by faultline-train");
+  if (data.size() < sizeof kMagic + 4 + 8 + 8 ||
+      std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
+    throw UserError("not a faultline checkpoint", path,
+                    "expected a .ckpt written by faultline-train");
   uint64_t stored_sum;
   std::memcpy(&stored_sum, data.data() + data.size() - 8, 8);
   uint64_t actual_sum = hash_bytes(data.data(), data.size() - 8);
@@ -120,8 +127,9 @@ CheckpointMeta load_checkpoint(const std::string& path, TrainingState state) {
   reader.take(sizeof kMagic);
   auto version = reader.value<uint32_t>();
   if (version != kCheckpointFormatVersion)
-    throw UserError("unsupported checkpoint format version " + std::to_string(version), path,
-                    "this faultline-train reads version " + std::to_string(kCheckpointFormatVersion));
+    throw UserError(
+        "unsupported checkpoint format version " + std::to_string(version), path,
+        "this faultline-train reads version " + std::to_string(kCheckpointFormatVersion));
   if (stored_sum != actual_sum)
     throw UserError("checkpoint checksum mismatch (stored " + hex64(stored_sum) + ", computed " +
                         hex64(actual_sum) + ")",
@@ -137,8 +145,9 @@ CheckpointMeta load_checkpoint(const std::string& path, TrainingState state) {
                     path, "resume with the model config the checkpoint was written with");
   for (size_t i = 0; i < stored_layout.size(); ++i)
     if (stored_layout[i][1] != expected_layout[i][1])
-      throw UserError("parameter " + std::to_string(i) + " (" + expected_layout[i][0].get<std::string>() +
-                          ") has " + stored_layout[i][1].dump() + " elements in the checkpoint, " +
+      throw UserError("parameter " + std::to_string(i) + " (" +
+                          expected_layout[i][0].get<std::string>() + ") has " +
+                          stored_layout[i][1].dump() + " elements in the checkpoint, " +
                           expected_layout[i][1].dump() + " in the model",
                       path, "resume with the model config the checkpoint was written with");
 
@@ -146,7 +155,8 @@ CheckpointMeta load_checkpoint(const std::string& path, TrainingState state) {
   reader.tensor(state.optimizer.exp_avg());
   reader.tensor(state.optimizer.exp_avg_sq());
   auto generator_state = torch::empty({header.at("generator_bytes").get<int64_t>()}, torch::kUInt8);
-  std::memcpy(generator_state.data_ptr(), reader.take(generator_state.numel()), generator_state.numel());
+  std::memcpy(generator_state.data_ptr(), reader.take(generator_state.numel()),
+              generator_state.numel());
   {
     auto generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());

@@ -2,9 +2,9 @@
 // collective, so a dead peer turns into an error here rather than a silent hang.
 #include "trainer/dist.hpp"
 
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <unistd.h>
 
 #include <cstdlib>
 
@@ -49,8 +49,9 @@ RankEnv read_rank_env() {
 Communicator::Communicator(const RankEnv& env, const DistConfig& config) : env_(env) {
   if (env.world_size == 1) return;
   if (config.backend == DistBackend::Nccl)
-    throw UserError("dist.backend = \"nccl\" needs a CUDA build of LibTorch", "dist.backend",
-                    "this faultline-train was built against a CPU LibTorch; use \"gloo\" or \"auto\"");
+    throw UserError(
+        "dist.backend = \"nccl\" needs a CUDA build of LibTorch", "dist.backend",
+        "this faultline-train was built against a CPU LibTorch; use \"gloo\" or \"auto\"");
   const auto timeout = std::chrono::milliseconds(config.timeout_s * 1000);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env.master_port);
@@ -84,6 +85,8 @@ void Communicator::barrier() {
   group_->barrier()->wait();
 }
 
-const char* Communicator::backend_name() const { return group_ ? "gloo" : "none"; }
+const char* Communicator::backend_name() const {
+  return group_ ? "gloo" : "none";
+}
 
 }  // namespace faultline::trainer

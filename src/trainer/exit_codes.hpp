@@ -5,10 +5,10 @@ namespace faultline::trainer {
 
 enum class TrainExit : int {
   Ok = 0,
-  Internal = 1,      // a bug or an unexpected library error
-  UserError = 2,     // bad config, data, checkpoint or environment
-  Nonfinite = 3,     // halted on the first non-finite step (probe.halt_on_nonfinite)
-  DataAnomaly = 4,   // a token id outside the vocabulary
+  Internal = 1,     // a bug or an unexpected library error
+  UserError = 2,    // bad config, data, checkpoint or environment
+  Nonfinite = 3,    // halted on the first non-finite step (probe.halt_on_nonfinite)
+  DataAnomaly = 4,  // a token id outside the vocabulary
 };
 
 }  // namespace faultline::trainer

@@ -16,7 +16,9 @@
 namespace faultline::trainer {
 
 namespace {
-void sleep_ms(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+void sleep_ms(int64_t ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 }  // namespace
 
 FaultPlan::FaultPlan(const FaultConfig& config, int rank) : config_(config), rank_(rank) {}
@@ -73,7 +75,8 @@ void FaultPlan::during_compute(int64_t) const {
 }
 
 void FaultPlan::during_data(int64_t) const {
-  if (config_.data_delay_ms > 0 && (config_.data_delay_rank < 0 || config_.data_delay_rank == rank_))
+  if (config_.data_delay_ms > 0 &&
+      (config_.data_delay_rank < 0 || config_.data_delay_rank == rank_))
     sleep_ms(config_.data_delay_ms);
 }
 

@@ -25,9 +25,9 @@ class FaultPlan {
   torch::Tensor on_output(const std::string& module, torch::Tensor output) const;
 
   double lr_factor(int64_t step) const;
-  void at_step_start(int64_t step);        // crash, hang, leak
-  void during_compute(int64_t step) const; // slow rank
-  void during_data(int64_t step) const;    // data delay
+  void at_step_start(int64_t step);                               // crash, hang, leak
+  void during_compute(int64_t step) const;                        // slow rank
+  void during_data(int64_t step) const;                           // data delay
   void on_local_grads(int64_t step, torch::Tensor& grads) const;  // corruption, noise
 
  private:

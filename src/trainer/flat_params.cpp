@@ -27,7 +27,8 @@ FlatParams::FlatParams(torch::nn::Module& module) {
     auto value_view = values_.narrow(0, layout_[i].offset, layout_[i].numel).view(param.sizes());
     value_view.copy_(param);
     param.set_data(value_view);
-    param.mutable_grad() = grads_.narrow(0, layout_[i].offset, layout_[i].numel).view(param.sizes());
+    param.mutable_grad() =
+        grads_.narrow(0, layout_[i].offset, layout_[i].numel).view(param.sizes());
   }
 }
 

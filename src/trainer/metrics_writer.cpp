@@ -26,8 +26,8 @@ MetricsWriter::~MetricsWriter() {
 void MetricsWriter::write(const char* type, nlohmann::json fields) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  nlohmann::json record = {{"v", 1}, {"rank", rank_}, {"t", std::round(seconds * 1e6) / 1e6},
-                           {"type", type}};
+  nlohmann::json record = {
+      {"v", 1}, {"rank", rank_}, {"t", std::round(seconds * 1e6) / 1e6}, {"type", type}};
   record.update(fields);
   std::string line = record.dump();
   line += '\n';

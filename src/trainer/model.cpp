@@ -46,9 +46,11 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 
 BlockImpl::BlockImpl(const ModelConfig& config, int index)
     : name("blocks." + std::to_string(index)) {
-  ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  ln_1 =
+      register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
   attn = register_module("attn", Attention(config, name + ".attn"));
-  ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  ln_2 =
+      register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
   mlp = register_module("mlp", Mlp(config, name + ".mlp"));
 }
 
@@ -66,13 +68,15 @@ GptImpl::GptImpl(const ModelConfig& config_) : config(config_) {
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int i = 0; i < config.n_layer; ++i) blocks->push_back(Block(config, i));
-  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
+  ln_f =
+      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
   if (!config.tied_head)
     head = register_module(
-        "head", torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, config.vocab_size).bias(false)));
-  mask_bias = torch::full({config.block_size, config.block_size},
-                          -std::numeric_limits<float>::infinity())
-                  .triu(1);
+        "head",
+        torch::nn::Linear(torch::nn::LinearOptions(config.n_embd, config.vocab_size).bias(false)));
+  mask_bias =
+      torch::full({config.block_size, config.block_size}, -std::numeric_limits<float>::infinity())
+          .triu(1);
 }
 
 torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observer) {

@@ -65,8 +65,8 @@ int64_t count_nonfinite_state(FlatParams& params, double loss) {
 void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatParams& params,
                       const NonfiniteFindings& findings, const BatchLoader& loader,
                       bool before_update) {
-  nlohmann::json record = {{"step", step}, {"kind", "nonfinite"}, {"samples", nullptr},
-                           {"shards", nullptr}};
+  nlohmann::json record = {
+      {"step", step}, {"kind", "nonfinite"}, {"samples", nullptr}, {"shards", nullptr}};
   if (findings.forward) {
     record["phase"] = "forward";
     record["where"] = findings.forward->where;
@@ -110,16 +110,16 @@ void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatPar
 
 void report_token_anomaly(MetricsWriter& metrics, int64_t step, const TokenAnomaly& anomaly,
                           int64_t vocab_size) {
-  metrics.write("anomaly", {{"step", step},
-                            {"kind", "data"},
-                            {"phase", "data"},
-                            {"where", anomaly.shard},
-                            {"samples", {anomaly.sample}},
-                            {"shards", {anomaly.shard}},
-                            {"detail", "token id " + std::to_string(anomaly.token) + " at offset " +
-                                           std::to_string(anomaly.offset) + " of shard " +
-                                           anomaly.shard + " is not below model.vocab_size " +
-                                           std::to_string(vocab_size)}});
+  metrics.write("anomaly",
+                {{"step", step},
+                 {"kind", "data"},
+                 {"phase", "data"},
+                 {"where", anomaly.shard},
+                 {"samples", {anomaly.sample}},
+                 {"shards", {anomaly.shard}},
+                 {"detail", "token id " + std::to_string(anomaly.token) + " at offset " +
+                                std::to_string(anomaly.offset) + " of shard " + anomaly.shard +
+                                " is not below model.vocab_size " + std::to_string(vocab_size)}});
 }
 
 }  // namespace faultline::trainer

@@ -15,7 +15,8 @@ double lr_at(const ScheduleConfig& schedule, double base_lr, int64_t step, int64
       return base_lr;
     case ScheduleKind::Cosine: {
       int64_t span = std::max<int64_t>(1, total_steps - schedule.warmup_steps);
-      double progress = std::clamp(static_cast<double>(step - schedule.warmup_steps) / span, 0.0, 1.0);
+      double progress =
+          std::clamp(static_cast<double>(step - schedule.warmup_steps) / span, 0.0, 1.0);
       return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(M_PI * progress));
     }
     case ScheduleKind::Wsd: {

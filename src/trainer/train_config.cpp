@@ -60,8 +60,9 @@ void bind_model(ConfigBinder& b, ModelConfig& m) {
   b.bind("model.tied_head", m.tied_head);
   b.bind("model.init_std", m.init_std, {0.0, {}});
   if (m.n_head > 0 && m.n_embd % m.n_head != 0)
-    b.fail("model.n_embd", "n_embd " + std::to_string(m.n_embd) + " is not divisible by n_head " +
-                               std::to_string(m.n_head),
+    b.fail("model.n_embd",
+           "n_embd " + std::to_string(m.n_embd) + " is not divisible by n_head " +
+               std::to_string(m.n_head),
            "choose n_embd as a multiple of model.n_head");
 }
 
@@ -105,8 +106,9 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
   b.bind("train.checkpoint_every", t.checkpoint_every, {0, {}});
   b.bind("train.log_every", t.log_every, {0, {}});
   if (t.batch_size % t.grad_accum != 0)
-    b.fail("train.batch_size", "batch_size " + std::to_string(t.batch_size) +
-                                   " is not divisible by grad_accum " + std::to_string(t.grad_accum),
+    b.fail("train.batch_size",
+           "batch_size " + std::to_string(t.batch_size) + " is not divisible by grad_accum " +
+               std::to_string(t.grad_accum),
            "make train.batch_size a multiple of train.grad_accum × WORLD_SIZE");
 }
 
@@ -143,7 +145,8 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
   b.bind("fault.data_delay_rank", f.data_delay_rank, {-1, {}});
   b.bind("fault.nondeterministic", f.nondeterministic);
 
-  auto needs = [&b](bool set, bool partner_set, const std::string& key, const std::string& partner) {
+  auto needs = [&b](bool set, bool partner_set, const std::string& key,
+                    const std::string& partner) {
     if (set && !partner_set) b.fail(key, key + " needs " + partner, "set " + partner + " too");
   };
   needs(f.nan_step > 0, !f.nan_layer.empty(), "fault.nan_step", "fault.nan_layer");
@@ -154,7 +157,8 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
   needs(f.corrupt_grad_rank >= 0, f.corrupt_grad_step > 0, "fault.corrupt_grad_rank",
         "fault.corrupt_grad_step");
   const std::string& s = f.crash_signal;
-  bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) && std::stoi(s) < 256;
+  bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) &&
+                 std::stoi(s) < 256;
   if (s != "SEGV" && s != "ABRT" && !is_code)
     b.fail("fault.crash_signal", "invalid value \"" + s + "\"",
            "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
@@ -206,8 +210,14 @@ TrainConfig parse_train_config(const std::string& toml_text, const std::string& 
   return bind_all(source);
 }
 
-const char* to_string(ScheduleKind kind) { return name_of(kind, kScheduleNames); }
-const char* to_string(ProbeLevel level) { return name_of(level, kProbeNames); }
-const char* to_string(DistBackend backend) { return name_of(backend, kBackendNames); }
+const char* to_string(ScheduleKind kind) {
+  return name_of(kind, kScheduleNames);
+}
+const char* to_string(ProbeLevel level) {
+  return name_of(level, kProbeNames);
+}
+const char* to_string(DistBackend backend) {
+  return name_of(backend, kBackendNames);
+}
 
 }  // namespace faultline::trainer

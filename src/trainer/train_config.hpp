@@ -44,20 +44,20 @@ enum class ScheduleKind { Constant, Cosine, Wsd };
 struct ScheduleConfig {
   ScheduleKind kind = ScheduleKind::Cosine;
   int64_t warmup_steps = 10;
-  double min_lr_ratio = 0.1;     // final LR = lr × min_lr_ratio
-  double decay_fraction = 0.2;   // wsd: share of total steps spent decaying
-  int64_t total_steps = 0;       // horizon of the schedule; 0: train.steps
+  double min_lr_ratio = 0.1;    // final LR = lr × min_lr_ratio
+  double decay_fraction = 0.2;  // wsd: share of total steps spent decaying
+  int64_t total_steps = 0;      // horizon of the schedule; 0: train.steps
 };
 
 struct TrainLoopConfig {
-  int64_t steps = 100;          // the run's length
-  int64_t stop_after = 0;       // stop after this step (a prefix of the same run); 0: run all
-  int64_t batch_size = 16;      // global batch, in samples
-  int64_t grad_accum = 1;       // micro-batches per rank and step
+  int64_t steps = 100;      // the run's length
+  int64_t stop_after = 0;   // stop after this step (a prefix of the same run); 0: run all
+  int64_t batch_size = 16;  // global batch, in samples
+  int64_t grad_accum = 1;   // micro-batches per rank and step
   int64_t seed = 1234;
-  int64_t threads = 1;          // intra-op and BLAS threads; loss bits depend on it
-  int64_t checkpoint_every = 0; // 0: never
-  int64_t log_every = 10;       // human progress lines on stdout; 0: none
+  int64_t threads = 1;           // intra-op and BLAS threads; loss bits depend on it
+  int64_t checkpoint_every = 0;  // 0: never
+  int64_t log_every = 10;        // human progress lines on stdout; 0: none
 };
 
 enum class DistBackend { Auto, Gloo, Nccl };
@@ -71,7 +71,7 @@ enum class ProbeLevel { Off, Cheap, Full };
 
 struct ProbeConfig {
   ProbeLevel level = ProbeLevel::Cheap;
-  int64_t full_from_step = 0;    // with level = full: per-layer checks only from this step on
+  int64_t full_from_step = 0;      // with level = full: per-layer checks only from this step on
   int64_t fingerprint_every = 10;  // 0: never
   bool halt_on_nonfinite = true;
   bool checkpoint_on_nonfinite = false;  // write the last good state when halting

@@ -80,7 +80,8 @@ void Trainer::set_up() {
     throw UserError("train.batch_size " + std::to_string(config_.train.batch_size) +
                         " is not divisible by WORLD_SIZE × train.grad_accum = " +
                         std::to_string(shards_of_batch),
-                    config_.source, "choose a batch size that splits evenly over ranks and micro-batches");
+                    config_.source,
+                    "choose a batch size that splits evenly over ranks and micro-batches");
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
   at::set_num_interop_threads(1);
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
@@ -95,7 +96,8 @@ void Trainer::set_up() {
   loader_ = std::make_unique<BatchLoader>(config_);
   if (config_.probe.level == ProbeLevel::Full) {
     std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (const auto& item : model_->named_parameters()) named.emplace_back(item.key(), item.value());
+    for (const auto& item : model_->named_parameters())
+      named.emplace_back(item.key(), item.value());
     grad_check_.attach(named);
   }
   std::filesystem::create_directories(options_.out_dir);
@@ -113,10 +115,13 @@ int64_t Trainer::resume() {
                     "resume with the config it was written with; only probe.*, fault.*, "
                     "train.stop_after, train.log_every and train.checkpoint_every may differ");
   if (meta.blas != runtime_.blas_summary())
-    std::fprintf(stderr, "faultline-train: warning: checkpoint written with BLAS %s, running %s; "
+    std::fprintf(stderr,
+                 "faultline-train: warning: checkpoint written with BLAS %s, running %s; "
                  "the continuation will not be bitwise identical\n",
                  meta.blas.c_str(), runtime_.blas_summary().c_str());
-  metrics_->write("event", {{"name", "resume"}, {"path", options_.resume_path}, {"step", meta.step},
+  metrics_->write("event", {{"name", "resume"},
+                            {"path", options_.resume_path},
+                            {"step", meta.step},
                             {"checkpoint_config_hash", meta.config_hash}});
   return meta.step + 1;
 }
@@ -130,9 +135,14 @@ void Trainer::write_checkpoint(int64_t step) {
   if (env_.rank != 0) return;
   std::filesystem::create_directories(options_.out_dir + "/checkpoints");
   std::string path = checkpoint_path(options_.out_dir + "/checkpoints", step);
-  CheckpointMeta meta{step, config_.hash, config_.trajectory_hash, runtime_.blas_summary(),
-                      config_.train.threads, env_.world_size,
-                      static_cast<uint64_t>(config_.train.seed), loader_->sampler().epoch_of(step + 1),
+  CheckpointMeta meta{step,
+                      config_.hash,
+                      config_.trajectory_hash,
+                      runtime_.blas_summary(),
+                      config_.train.threads,
+                      env_.world_size,
+                      static_cast<uint64_t>(config_.train.seed),
+                      loader_->sampler().epoch_of(step + 1),
                       runtime_.torch_version};
   save_checkpoint(path, meta, {*params_, *optimizer_});
   metrics_->write("event", {{"name", "checkpoint"}, {"step", step}, {"path", path}});
@@ -152,7 +162,8 @@ TrainExit Trainer::step(int64_t step) {
     return TrainExit::DataAnomaly;
   }
 
-  const bool full_probes = config_.probe.level == ProbeLevel::Full && step >= config_.probe.full_from_step;
+  const bool full_probes =
+      config_.probe.level == ProbeLevel::Full && step >= config_.probe.full_from_step;
   forward_check_.reset();
   grad_check_.reset();
   grad_check_.set_enabled(full_probes);
@@ -176,7 +187,8 @@ TrainExit Trainer::step(int64_t step) {
   }
   faults_.during_compute(step);
 
-  const bool fingerprint = config_.probe.fingerprint_every > 0 && step % config_.probe.fingerprint_every == 0;
+  const bool fingerprint =
+      config_.probe.fingerprint_every > 0 && step % config_.probe.fingerprint_every == 0;
   // Planted corruption strikes in compute, before the fingerprint: as real silent corruption does.
   faults_.on_local_grads(step, params_->grads());
   if (fingerprint) write_fingerprint(step, "grads", params_->grads());
@@ -190,10 +202,10 @@ TrainExit Trainer::step(int64_t step) {
   const double comm_ms = ms_since(comm_start);
 
   const double grad_norm = clip_grad_norm(params_->grads(), config_.optim.grad_clip);
-  const double lr = lr_at(config_.schedule, config_.optim.lr, step,
-                          config_.schedule.total_steps > 0 ? config_.schedule.total_steps
-                                                           : config_.train.steps) *
-                    faults_.lr_factor(step);
+  const double lr =
+      lr_at(config_.schedule, config_.optim.lr, step,
+            config_.schedule.total_steps > 0 ? config_.schedule.total_steps : config_.train.steps) *
+      faults_.lr_factor(step);
   const bool finite = std::isfinite(loss + grad_norm);  // the always-on fused check
   double update_norm = 0;
   if (finite || !config_.probe.halt_on_nonfinite) update_norm = optimizer_->step(lr).update_norm;
@@ -229,7 +241,8 @@ TrainExit Trainer::step(int64_t step) {
   params_->zero_grads();
   if (config_.train.checkpoint_every > 0 && step % config_.train.checkpoint_every == 0)
     write_checkpoint(step);
-  if (config_.train.log_every > 0 && (step % config_.train.log_every == 0 || step == 1) && env_.rank == 0)
+  if (config_.train.log_every > 0 && (step % config_.train.log_every == 0 || step == 1) &&
+      env_.rank == 0)
     std::printf("step %6lld  loss %.4f  grad_norm %.3f  lr %.2e  %.1f ms\n",
                 static_cast<long long>(step), loss, grad_norm, lr, record.step_ms);
   return TrainExit::Ok;
@@ -237,14 +250,18 @@ TrainExit Trainer::step(int64_t step) {
 
 void Trainer::end(const char* status, int64_t step) {
   double tokens_per_s = timed_ms_ > 0 ? tokens_seen_ / (timed_ms_ / 1000.0) : 0;
-  metrics_->write("event", {{"name", "end"}, {"status", status}, {"step", step},
-                            {"tokens_per_s", tokens_per_s}, {"first_loss", number(first_loss_)},
+  metrics_->write("event", {{"name", "end"},
+                            {"status", status},
+                            {"step", step},
+                            {"tokens_per_s", tokens_per_s},
+                            {"first_loss", number(first_loss_)},
                             {"last_loss", number(last_loss_)}});
   if (env_.rank == 0)
-    std::printf("faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %.0f tokens/s "
-                "on rank 0\n",
-                status, static_cast<long long>(step), first_loss_, static_cast<long long>(first_step_),
-                last_loss_, tokens_per_s);
+    std::printf(
+        "faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %.0f tokens/s "
+        "on rank 0\n",
+        status, static_cast<long long>(step), first_loss_, static_cast<long long>(first_step_),
+        last_loss_, tokens_per_s);
   std::fflush(stdout);
 }
 
@@ -257,10 +274,10 @@ TrainExit Trainer::run() {
   write_start_event(*metrics_, config_, env_, runtime_, params_->numel(), loader_->samples_used(),
                     comm_->backend_name(), first);
   if (env_.rank == 0)
-    std::printf("faultline-train: %lld parameters, %d rank(s), BLAS %s, %d thread(s), steps %lld..%lld\n",
-                static_cast<long long>(params_->numel()), env_.world_size,
-                runtime_.blas_summary().c_str(), runtime_.torch_threads,
-                static_cast<long long>(first), static_cast<long long>(last));
+    std::printf(
+        "faultline-train: %lld parameters, %d rank(s), BLAS %s, %d thread(s), steps %lld..%lld\n",
+        static_cast<long long>(params_->numel()), env_.world_size, runtime_.blas_summary().c_str(),
+        runtime_.torch_threads, static_cast<long long>(first), static_cast<long long>(last));
   for (int64_t s = first; s <= last; ++s) {
     TrainExit exit = step(s);
     if (exit != TrainExit::Ok) return exit;

@@ -10,7 +10,9 @@
 using namespace faultline::testing;
 
 namespace {
-double loss_of(const nlohmann::json& step) { return step.at("loss").get<double>(); }
+double loss_of(const nlohmann::json& step) {
+  return step.at("loss").get<double>();
+}
 }  // namespace
 
 TEST(TrainDeterminism, SameConfigAndSeedGiveBitwiseIdenticalMetrics) {
@@ -21,7 +23,8 @@ TEST(TrainDeterminism, SameConfigAndSeedGiveBitwiseIdenticalMetrics) {
   auto a = deterministic_steps(first.metrics[0]);
   ASSERT_EQ(a.size(), 40u);
   EXPECT_EQ(a, deterministic_steps(second.metrics[0]));
-  auto fa = of_type(first.metrics[0], "fingerprint"), fb = of_type(second.metrics[0], "fingerprint");
+  auto fa = of_type(first.metrics[0], "fingerprint"),
+       fb = of_type(second.metrics[0], "fingerprint");
   ASSERT_EQ(fa.size(), 16u);  // params and grads every 5 steps
   for (size_t i = 0; i < fa.size(); ++i) EXPECT_EQ(fa[i].at("hash"), fb[i].at("hash"));
 }

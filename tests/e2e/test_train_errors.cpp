@@ -37,7 +37,8 @@ TEST(TrainErrors, EveryConfigErrorIsReportedAtOnceWithFileLineAndHint) {
   EXPECT_THAT(out, HasSubstr("unknown key 'train.bacth_size' (--set train.bacth_size); did you "
                              "mean 'train.batch_size'?"));
   EXPECT_THAT(out, HasSubstr("n_embd 30 is not divisible by n_head 4"));
-  EXPECT_THAT(out, HasSubstr("expected a number, got string \"fast\" (optim.lr at " + recipe + ":6)"));
+  EXPECT_THAT(out,
+              HasSubstr("expected a number, got string \"fast\" (optim.lr at " + recipe + ":6)"));
   EXPECT_THAT(out, HasSubstr("invalid value \"cosin\" (schedule.kind at " + recipe +
                              ":8); did you mean 'cosine'?"));
 }
@@ -51,8 +52,9 @@ TEST(TrainErrors, MissingConfigFileIsNamed) {
 TEST(TrainErrors, TypoInNanLayerSuggestsTheModule) {
   auto run = run_trainer({.overrides = {"fault.nan_step=3", "fault.nan_layer=blocks.1.mpl"}});
   EXPECT_EQ(run.rank0().exit_code, 2);
-  EXPECT_THAT(run.rank0().output,
-              HasSubstr("unknown module 'blocks.1.mpl' (fault.nan_layer); did you mean 'blocks.1.mlp'?"));
+  EXPECT_THAT(
+      run.rank0().output,
+      HasSubstr("unknown module 'blocks.1.mpl' (fault.nan_layer); did you mean 'blocks.1.mlp'?"));
 }
 
 TEST(TrainErrors, FaultKeyWithoutItsPartner) {
@@ -62,8 +64,8 @@ TEST(TrainErrors, FaultKeyWithoutItsPartner) {
 }
 
 TEST(TrainErrors, BatchThatDoesNotSplitOverRanks) {
-  auto run = run_trainer({.overrides = {"train.batch_size=6", "train.grad_accum=2"}, .ranks = 2,
-                          .timeout_s = 30});
+  auto run = run_trainer(
+      {.overrides = {"train.batch_size=6", "train.grad_accum=2"}, .ranks = 2, .timeout_s = 30});
   EXPECT_EQ(run.rank0().exit_code, 2);
   EXPECT_THAT(run.rank0().output, HasSubstr("not divisible by WORLD_SIZE × train.grad_accum = 4"));
 }
@@ -90,7 +92,8 @@ TEST(TrainErrors, TokenIdBeyondTheVocabularyIsADataAnomalyNamingShardAndSample) 
   EXPECT_EQ(anomaly.at("kind"), "data");
   EXPECT_EQ(anomaly.at("step"), 1);
   EXPECT_EQ(anomaly.at("samples").size(), 1u);
-  EXPECT_THAT(anomaly.at("detail").get<std::string>(), HasSubstr("is not below model.vocab_size 64"));
+  EXPECT_THAT(anomaly.at("detail").get<std::string>(),
+              HasSubstr("is not below model.vocab_size 64"));
 }
 
 class CheckpointErrors : public ::testing::Test {
@@ -123,7 +126,8 @@ TEST_F(CheckpointErrors, TruncatedFileIsRefused) {
 }
 
 TEST_F(CheckpointErrors, OtherModelShapeIsRefused) {
-  auto run = run_trainer({.overrides = {"train.steps=10", "model.n_embd=48"}, .resume = checkpoint});
+  auto run =
+      run_trainer({.overrides = {"train.steps=10", "model.n_embd=48"}, .resume = checkpoint});
   EXPECT_EQ(run.rank0().exit_code, 2);
   EXPECT_THAT(run.rank0().output, HasSubstr("elements in the checkpoint"));
 }
@@ -132,7 +136,8 @@ TEST_F(CheckpointErrors, OtherTrainingConfigIsRefusedButProbeChangesAreFine) {
   auto other = run_trainer({.overrides = {"train.steps=10", "optim.lr=0.5"}, .resume = checkpoint});
   EXPECT_EQ(other.rank0().exit_code, 2);
   EXPECT_THAT(other.rank0().output, HasSubstr("different training config"));
-  auto probes = run_trainer({.overrides = {"train.steps=10", "probe.level=full"}, .resume = checkpoint});
+  auto probes =
+      run_trainer({.overrides = {"train.steps=10", "probe.level=full"}, .resume = checkpoint});
   EXPECT_EQ(probes.rank0().exit_code, 0) << probes.rank0().output;
 }
 

@@ -41,8 +41,8 @@ TEST(TrainFaults, NanLayerHaltsAtItsStepAndCheapProbesBlameTheLoss) {
 }
 
 TEST(TrainFaults, NanLayerIsNamedByFullProbes) {
-  auto run = run_trainer({.overrides = {"fault.nan_step=12", "fault.nan_layer=blocks.1.mlp",
-                                        "probe.level=full"}});
+  auto run = run_trainer(
+      {.overrides = {"fault.nan_step=12", "fault.nan_layer=blocks.1.mlp", "probe.level=full"}});
   EXPECT_EQ(run.rank0().exit_code, 3);
   auto anomaly = run.anomalies().at(0);
   EXPECT_EQ(anomaly.at("phase"), "forward");
@@ -82,8 +82,8 @@ TEST(TrainFaults, PoisonSampleIsNamedWithItsShard) {
     if (std::find(batch.begin(), batch.end(), poison) != batch.end()) first_step = step;
   }
 
-  auto run = run_trainer({.overrides = {"fault.poison_sample=" + std::to_string(poison),
-                                        "probe.level=full"}});
+  auto run = run_trainer(
+      {.overrides = {"fault.poison_sample=" + std::to_string(poison), "probe.level=full"}});
   EXPECT_EQ(run.rank0().exit_code, 3);
   auto anomaly = run.anomalies().at(0);
   EXPECT_EQ(anomaly.at("step"), first_step);
@@ -100,7 +100,8 @@ TEST(TrainFaults, LrSpikeMultipliesThatStepsLearningRate) {
                                         "probe.halt_on_nonfinite=false"}});
   auto a = clean.steps(), b = run.steps();
   EXPECT_DOUBLE_EQ(field(b.at(19), "lr"), 1000 * field(a.at(19), "lr"));
-  EXPECT_EQ(deterministic_steps(clean.metrics[0]).at(18), deterministic_steps(run.metrics[0]).at(18));
+  EXPECT_EQ(deterministic_steps(clean.metrics[0]).at(18),
+            deterministic_steps(run.metrics[0]).at(18));
   double after = field(b.at(20), "loss");
   EXPECT_TRUE(std::isnan(after) || after > 3 * field(a.at(20), "loss")) << b.at(20).dump();
 }
@@ -122,9 +123,10 @@ TEST(TrainFaults, CrashBySignalOrExitCode) {
 }
 
 TEST(TrainFaults, CrashOfOneRankTakesItsStepAndRank) {
-  auto run = run_trainer({.overrides = {"fault.crash_rank=1", "fault.crash_step=6",
-                                        "dist.timeout_s=10"},
-                          .ranks = 2, .timeout_s = 60});
+  auto run =
+      run_trainer({.overrides = {"fault.crash_rank=1", "fault.crash_step=6", "dist.timeout_s=10"},
+                   .ranks = 2,
+                   .timeout_s = 60});
   EXPECT_EQ(run.ranks[1].signal, SIGSEGV);
   EXPECT_EQ(last_step(run, 1), 5);
   EXPECT_NE(run.ranks[0].exit_code, 0);  // its peer is gone: the collective fails
@@ -132,8 +134,8 @@ TEST(TrainFaults, CrashOfOneRankTakesItsStepAndRank) {
 }
 
 TEST(TrainFaults, HangingRankStopsEveryoneAtItsStep) {
-  auto run = run_trainer({.overrides = {"fault.hang_rank=1", "fault.hang_step=5"},
-                          .ranks = 2, .timeout_s = 15});
+  auto run = run_trainer(
+      {.overrides = {"fault.hang_rank=1", "fault.hang_step=5"}, .ranks = 2, .timeout_s = 15});
   EXPECT_TRUE(run.ranks[0].timed_out);
   EXPECT_TRUE(run.ranks[1].timed_out);
   EXPECT_EQ(last_step(run, 0), 4);
@@ -141,12 +143,13 @@ TEST(TrainFaults, HangingRankStopsEveryoneAtItsStep) {
 }
 
 TEST(TrainFaults, SlowRankShowsInComputeAndItsPeerWaitsInComm) {
-  auto run = run_trainer({.overrides = {"fault.slow_rank=1", "fault.slow_ms=40", "train.steps=12"},
-                          .ranks = 2});
+  auto run = run_trainer(
+      {.overrides = {"fault.slow_rank=1", "fault.slow_ms=40", "train.steps=12"}, .ranks = 2});
   ASSERT_EQ(run.ranks[0].exit_code, 0) << run.ranks[0].output;
   std::vector<double> slow_compute, peer_comm;
   for (const auto& step : run.steps(1))
-    slow_compute.push_back(field(step, "step_ms") - field(step, "comm_ms") - field(step, "data_ms"));
+    slow_compute.push_back(field(step, "step_ms") - field(step, "comm_ms") -
+                           field(step, "data_ms"));
   for (const auto& step : run.steps(0)) peer_comm.push_back(field(step, "comm_ms"));
   EXPECT_GE(median(slow_compute), 40);
   EXPECT_GE(median(peer_comm), 30);

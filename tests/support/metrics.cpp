@@ -25,7 +25,8 @@ std::vector<std::string> deterministic_steps(const Records& records) {
   std::vector<std::string> out;
   for (const auto& record : of_type(records, "step")) {
     nlohmann::json kept;
-    for (const char* key : {"step", "loss", "grad_norm", "lr", "param_norm", "update_ratio", "tokens"})
+    for (const char* key :
+         {"step", "loss", "grad_norm", "lr", "param_norm", "update_ratio", "tokens"})
       kept[key] = record.at(key);
     out.push_back(kept.dump());
   }

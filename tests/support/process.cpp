@@ -53,7 +53,8 @@ std::string slurp(const std::string& path) {
 
 std::string make_temp_dir(const std::string& tag) {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/faultline-" + tag + ".XXXXXX";
+  std::string pattern =
+      std::string(base && *base ? base : "/tmp") + "/faultline-" + tag + ".XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (!mkdtemp(buffer.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
@@ -114,6 +115,8 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) 
   return results;
 }
 
-ProcessResult run_process(const ProcessSpec& spec) { return run_processes({spec}).front(); }
+ProcessResult run_process(const ProcessSpec& spec) {
+  return run_processes({spec}).front();
+}
 
 }  // namespace faultline::testing

@@ -1,0 +1,61 @@
+// Launching the ranks of one trial: the interface every launcher (local, later Slurm) implements.
+// No shell anywhere: argv vectors and explicit environments.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace faultline::harness {
+
+struct RankLaunch {
+  int rank = 0;
+  std::vector<std::string> argv;           // argv[0] is the executable path
+  std::map<std::string, std::string> env;  // added to the harness's own environment
+  std::string log_path;                    // stdout and stderr of the rank
+  std::string metrics_path;                // what FAULTLINE_METRICS is set to
+};
+
+enum class ExitKind { Running, Exited, Signaled };
+
+struct RankStatus {
+  ExitKind kind = ExitKind::Running;
+  int exit_code = 0;  // when Exited
+  int signal = 0;     // when Signaled
+  bool killed_by_harness = false;
+  std::chrono::steady_clock::time_point ended;
+};
+
+// The running ranks of one trial.
+class RunningTrial {
+ public:
+  virtual ~RunningTrial() = default;
+  virtual int ranks() const = 0;
+  // Non-blocking: refreshes and returns each rank's status.
+  virtual std::vector<RankStatus> poll() = 0;
+  // SIGTERM, a grace period, then SIGKILL to each rank's process group; reaps every process.
+  virtual void kill_all(std::chrono::milliseconds grace) = 0;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual const char* name() const = 0;
+  // Starts every rank; a rank that cannot be started at all is an InfraError.
+  virtual std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) = 0;
+};
+
+// The infrastructure could not run the trial (no executable, no port, fork failed): kept apart
+// from a failing trial everywhere.
+struct InfraError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Signal number → "SIGSEGV".
+std::string signal_name(int signal);
+
+}  // namespace faultline::harness

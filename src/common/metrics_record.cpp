@@ -1,0 +1,117 @@
+// Metrics protocol parsing with nlohmann-json. Tolerant by design: the trainer may be a user's
+// script, so only the fields a record cannot do without are required.
+#include "common/metrics_record.hpp"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace faultline {
+
+namespace {
+using nlohmann::json;
+
+double real(const json& record, const char* key, double fallback = 0) {
+  auto it = record.find(key);
+  if (it == record.end() || it->is_null()) return fallback;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_string()) {
+    const auto& text = it->get_ref<const std::string&>();
+    if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (text == "inf") return std::numeric_limits<double>::infinity();
+    if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  throw std::invalid_argument(std::string("field '") + key + "' is not a number");
+}
+
+std::optional<double> maybe_real(const json& record, const char* key) {
+  if (!record.contains(key) || record.at(key).is_null()) return std::nullopt;
+  return real(record, key);
+}
+
+std::optional<int64_t> maybe_int(const json& record, const char* key) {
+  auto value = maybe_real(record, key);
+  if (!value) return std::nullopt;
+  return static_cast<int64_t>(*value);
+}
+
+std::string text(const json& record, const char* key) {
+  auto it = record.find(key);
+  if (it == record.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+int64_t required_int(const json& record, const char* key) {
+  if (!record.contains(key))
+    throw std::invalid_argument(std::string("missing field '") + key + "'");
+  return static_cast<int64_t>(real(record, key));
+}
+}  // namespace
+
+ParsedLine parse_metrics_line(std::string_view line) {
+  ParsedLine parsed;
+  try {
+    json record = json::parse(line);
+    if (!record.is_object()) throw std::invalid_argument("not a JSON object");
+    if (record.value("v", 0) != 1) throw std::invalid_argument("unsupported protocol version");
+    const std::string type = text(record, "type");
+    const int rank = static_cast<int>(required_int(record, "rank"));
+    const double t = real(record, "t");
+    if (type == "step") {
+      StepRecord step;
+      step.rank = rank;
+      step.t = t;
+      step.step = required_int(record, "step");
+      step.loss = real(record, "loss", std::nan(""));
+      step.grad_norm = real(record, "grad_norm", std::nan(""));
+      step.lr = real(record, "lr", std::nan(""));
+      step.step_ms = real(record, "step_ms");
+      step.data_ms = real(record, "data_ms");
+      step.comm_ms = real(record, "comm_ms");
+      step.tokens = static_cast<int64_t>(real(record, "tokens"));
+      step.mem_bytes = static_cast<int64_t>(real(record, "mem_bytes"));
+      step.mem_total_bytes = maybe_int(record, "mem_total_bytes");
+      step.param_norm = maybe_real(record, "param_norm");
+      step.update_ratio = maybe_real(record, "update_ratio");
+      step.nonfinite = maybe_int(record, "nonfinite");
+      step.collectives = maybe_int(record, "collectives");
+      parsed.record = step;
+    } else if (type == "anomaly") {
+      AnomalyRecord anomaly{rank,
+                            t,
+                            required_int(record, "step"),
+                            text(record, "kind"),
+                            text(record, "phase"),
+                            text(record, "where"),
+                            text(record, "detail"),
+                            {},
+                            {},
+                            std::string(line)};
+      if (record.contains("samples") && record["samples"].is_array())
+        for (const auto& sample : record["samples"])
+          anomaly.samples.push_back(sample.get<uint64_t>());
+      if (record.contains("shards") && record["shards"].is_array())
+        for (const auto& shard : record["shards"])
+          anomaly.shards.push_back(shard.get<std::string>());
+      parsed.record = anomaly;
+    } else if (type == "fingerprint") {
+      parsed.record = FingerprintRecord{rank, t, required_int(record, "step"), text(record, "what"),
+                                        text(record, "hash")};
+    } else if (type == "event") {
+      EventRecord event{rank, t, text(record, "name"), maybe_int(record, "step"),
+                        std::string(line)};
+      parsed.record = event;
+    } else {
+      parsed.status = ParseStatus::UnknownType;
+      return parsed;
+    }
+    parsed.status = ParseStatus::Ok;
+  } catch (const std::exception& error) {
+    parsed.status = ParseStatus::Malformed;
+    parsed.record.reset();
+    parsed.error = error.what();
+  }
+  return parsed;
+}
+
+}  // namespace faultline

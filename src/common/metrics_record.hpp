@@ -1,0 +1,68 @@
+// Parsed records of the metrics protocol (docs/metrics-protocol.md), shared by the harness's
+// ingest, the stream detectors and the store. Parsing never throws: a malformed line is counted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace faultline {
+
+// Numbers may be non-finite ("nan", "inf", "-inf" on the wire): they parse to NaN/±Inf here.
+struct StepRecord {
+  int rank = 0;
+  double t = 0;
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, lr = 0;
+  double step_ms = 0, data_ms = 0, comm_ms = 0;
+  int64_t tokens = 0;
+  int64_t mem_bytes = 0;
+  std::optional<int64_t> mem_total_bytes;
+  std::optional<double> param_norm, update_ratio;
+  std::optional<int64_t> nonfinite;
+  std::optional<int64_t> collectives;
+};
+
+struct AnomalyRecord {
+  int rank = 0;
+  double t = 0;
+  int64_t step = 0;
+  std::string kind, phase, where, detail;
+  std::vector<uint64_t> samples;
+  std::vector<std::string> shards;
+  std::string json;  // the whole line, for evidence
+};
+
+struct FingerprintRecord {
+  int rank = 0;
+  double t = 0;
+  int64_t step = 0;
+  std::string what, hash;
+};
+
+struct EventRecord {
+  int rank = 0;
+  double t = 0;
+  std::string name;
+  std::optional<int64_t> step;
+  std::string json;  // the whole line: events carry free fields (config, path, status, ...)
+};
+
+using MetricsRecord = std::variant<StepRecord, AnomalyRecord, FingerprintRecord, EventRecord>;
+
+enum class ParseStatus { Ok, Malformed, UnknownType };
+
+struct ParsedLine {
+  ParseStatus status = ParseStatus::Malformed;
+  std::optional<MetricsRecord> record;
+  std::string error;  // for Malformed: what was wrong
+};
+
+// Parses one JSONL line. Unknown fields are ignored; an unknown "type" is UnknownType (skipped,
+// not an error: newer trainers may add types); anything else wrong is Malformed.
+ParsedLine parse_metrics_line(std::string_view line);
+
+}  // namespace faultline

@@ -1,0 +1,127 @@
+// End-to-end: the local launcher and the supervisor on real faultline-train ranks — normal end,
+// hang, crash — and no stray processes afterwards.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "harness/local_launcher.hpp"
+#include "harness/supervisor.hpp"
+#include "support/process.hpp"
+
+using namespace faultline;
+using namespace faultline::harness;
+
+namespace {
+
+class CountingSink : public RecordSink {
+ public:
+  void on_record(int, const MetricsRecord& record) override {
+    if (std::holds_alternative<StepRecord>(record)) ++steps;
+  }
+  void on_malformed(int, const std::string&, const std::string&) override { ++malformed; }
+  int steps = 0, malformed = 0;
+};
+
+std::vector<RankLaunch> trainer_ranks(int count, const std::string& dir,
+                                      const std::vector<std::string>& overrides) {
+  std::vector<RankLaunch> ranks;
+  const int port = pick_free_port();
+  for (int rank = 0; rank < count; ++rank) {
+    RankLaunch launch;
+    launch.rank = rank;
+    launch.argv = {FAULTLINE_TRAIN_BIN, "-c", FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml",
+                   "--out", dir};
+    for (const auto& assignment : overrides) {
+      launch.argv.push_back("--set");
+      launch.argv.push_back(assignment);
+    }
+    launch.metrics_path = dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
+    launch.log_path = dir + "/rank" + std::to_string(rank) + ".log";
+    launch.env = {
+        {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(count)},
+        {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
+    ranks.push_back(launch);
+  }
+  return ranks;
+}
+
+// Processes whose command line mentions `marker` (the trial's unique directory).
+int processes_mentioning(const std::string& marker) {
+  int found = 0;
+  DIR* proc = opendir("/proc");
+  while (dirent* entry = readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos) ++found;
+  }
+  closedir(proc);
+  return found;
+}
+
+SupervisedResult run(const std::vector<RankLaunch>& ranks, SuperviseOptions options,
+                     CountingSink& sink) {
+  LocalLauncher launcher;
+  auto trial = launcher.launch(ranks);
+  return supervise(*trial, ranks, options, sink);
+}
+
+}  // namespace
+
+TEST(Supervisor, HealthyTwoRankRunEndsCleanly) {
+  std::string dir = faultline::testing::make_temp_dir("sup-ok");
+  CountingSink sink;
+  auto result = run(trainer_ranks(2, dir, {"train.steps=10"}), {}, sink);
+  EXPECT_FALSE(result.hang);
+  EXPECT_FALSE(result.crash);
+  ASSERT_EQ(result.ranks.size(), 2u);
+  for (const auto& rank : result.ranks) {
+    EXPECT_EQ(rank.kind, ExitKind::Exited);
+    EXPECT_EQ(rank.exit_code, 0);
+  }
+  EXPECT_EQ(result.last_step, (std::vector<int64_t>{10, 10}));
+  EXPECT_EQ(sink.steps, 20);
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+TEST(Supervisor, HangIsCaughtWithinTheStepTimeoutAndLeavesNoProcess) {
+  std::string dir = faultline::testing::make_temp_dir("sup-hang");
+  CountingSink sink;
+  SuperviseOptions options;
+  options.step_timeout_s = 3;
+  auto result =
+      run(trainer_ranks(2, dir, {"fault.hang_rank=1", "fault.hang_step=6"}), options, sink);
+  ASSERT_TRUE(result.hang);
+  EXPECT_EQ(result.hang->step, 6);
+  EXPECT_LT(result.wall_s, 3 + 10);  // start-up plus the timeout plus the kill grace
+  for (const auto& rank : result.ranks) EXPECT_TRUE(rank.killed_by_harness);
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+TEST(Supervisor, CrashNamesTheFirstRankItsSignalAndStep) {
+  std::string dir = faultline::testing::make_temp_dir("sup-crash");
+  CountingSink sink;
+  SuperviseOptions options;
+  options.peer_exit_grace = std::chrono::milliseconds(500);
+  auto result =
+      run(trainer_ranks(2, dir,
+                        {"fault.crash_rank=1", "fault.crash_step=4", "fault.crash_signal=ABRT"}),
+          options, sink);
+  ASSERT_TRUE(result.crash);
+  EXPECT_EQ(result.crash->rank, 1);
+  EXPECT_EQ(result.crash->signal, SIGABRT);
+  EXPECT_EQ(signal_name(result.crash->signal), "SIGABRT");
+  EXPECT_EQ(result.crash->step, 4);
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+TEST(Supervisor, ExecutableThatDoesNotExistIsAnInfraError) {
+  LocalLauncher launcher;
+  RankLaunch launch;
+  launch.argv = {"/nonexistent/faultline-train"};
+  launch.log_path = faultline::testing::make_temp_dir("sup-infra") + "/log";
+  EXPECT_THROW(launcher.launch({launch}), InfraError);
+}
