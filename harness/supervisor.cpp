@@ -84,6 +84,10 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       }
     }
     if (running == 0) break;
+    if (options.interrupted && options.interrupted->load()) {
+      result.interrupted = true;
+      break;
+    }
     if (sink.should_stop()) {
       result.stopped_by_sink = true;
       break;

@@ -3,6 +3,7 @@
 // request — always leaving no process behind.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@ struct SuperviseOptions {
   std::chrono::milliseconds kill_grace{2000};
   // After the first rank dies, how long the others get to end by themselves.
   std::chrono::milliseconds peer_exit_grace{3000};
+  const std::atomic<bool>* interrupted = nullptr;  // set (by a signal handler) to end the trial
 };
 
 class RecordSink {
@@ -53,6 +55,7 @@ struct SupervisedResult {
   std::optional<CrashReport> crash;  // the first rank to die with a non-zero status
   bool timed_out = false;            // total_timeout_s ran out
   bool stopped_by_sink = false;
+  bool interrupted = false;
   int malformed_lines = 0;
   double wall_s = 0;
 };

@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# `make demo`: trains the default recipe with the bundled trainer and prints its loss curve.
-set -euo pipefail
+# `make demo`: the golden-rule smoke gate on the bundled default recipe (it passes), then on a
+# broken variant with a NaN planted in layer 1's attention at step 30 (it is caught).
+set -uo pipefail
 build=${1:-build}
-out=$(mktemp -d "${TMPDIR:-/tmp}/faultline-demo.XXXXXX")
-echo "== faultline-train on recipes/train/tiny.toml (output in $out)"
-"$build/src/trainer/faultline-train" -c recipes/train/tiny.toml --out "$out"
+work=$(mktemp -d "${TMPDIR:-/tmp}/faultline-demo.XXXXXX")
+faultline=("$build/src/cli/faultline")
+common=(--db "$work/faultline.db" --work-dir "$work/runs" --trainer "$build/src/trainer/faultline-train")
+
+echo "== faultline smoke on recipes/train/tiny.toml (store: $work/faultline.db)"
+"${faultline[@]}" smoke -c recipes/train/tiny.toml "${common[@]}"
+echo "exit code $? (0: the gate passed)"
+echo
+echo "== the same recipe with fault.nan_step=30, fault.nan_layer=blocks.1.attn"
+"${faultline[@]}" smoke -c recipes/train/tiny.toml --set fault.nan_step=30 \
+  --set fault.nan_layer=blocks.1.attn "${common[@]}"
+status=$?
+echo "exit code $status (1: the gate caught a failure)"
+echo
+"${faultline[@]}" runs --db "$work/faultline.db"
+[ "$status" -eq 1 ]

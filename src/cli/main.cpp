@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli/data_command.hpp"
+#include "cli/run_commands.hpp"
 #include "common/error.hpp"
 
 namespace {
@@ -26,12 +27,14 @@ int main(int argc, char** argv) {
   // 1. Describe the command line; each group of subcommands registers itself.
   CLI::App app{"faultline: finds where LLM training goes wrong", "faultline"};
   app.require_subcommand(1);
+  int exit_code = 0;  // set by the subcommand that ran
   faultline::cli::add_data_commands(app);
+  faultline::cli::add_run_commands(app, exit_code);
 
   // 2. Parse and run, 3. report: user errors are caught here and nowhere else.
   try {
     app.parse(argc, argv);
-    return 0;
+    return exit_code;
   } catch (const CLI::ParseError& error) {
     // --help arrives as a ParseError with exit code 0; everything else is a usage mistake.
     return app.exit(error) == 0 ? 0 : kExitUser;

@@ -47,11 +47,11 @@ RankEnv read_rank_env() {
 }
 
 Communicator::Communicator(const RankEnv& env, const DistConfig& config) : env_(env) {
-  if (env.world_size == 1) return;
   if (config.backend == DistBackend::Nccl)
     throw UserError(
         "dist.backend = \"nccl\" needs a CUDA build of LibTorch", "dist.backend",
         "this faultline-train was built against a CPU LibTorch; use \"gloo\" or \"auto\"");
+  if (env.world_size == 1) return;
   const auto timeout = std::chrono::milliseconds(config.timeout_s * 1000);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env.master_port);

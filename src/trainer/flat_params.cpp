@@ -44,7 +44,7 @@ FlatAdamW::FlatAdamW(FlatParams& params, Options options) : params_(params), opt
   update_ = torch::empty_like(params.values());
 }
 
-FlatAdamW::StepStats FlatAdamW::step(double lr) {
+FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
   torch::NoGradGuard no_grad;
   ++step_count_;
   const double bias1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_count_));
@@ -63,7 +63,7 @@ FlatAdamW::StepStats FlatAdamW::step(double lr) {
     decayed.add_(values.narrow(0, 0, params_.decayed_numel()), lr * options_.weight_decay);
   }
   StepStats stats;
-  stats.update_norm = update_.norm().item<double>();
+  if (measure == UpdateNorm::Measure) stats.update_norm = update_.norm().item<double>();
   values.sub_(update_);
   return stats;
 }

@@ -51,10 +51,11 @@ class FlatAdamW {
   };
   FlatAdamW(FlatParams& params, Options options);
 
+  enum class UpdateNorm { Measure, Skip };
   struct StepStats {
-    double update_norm = 0;  // ‖Δθ‖ of this step
+    double update_norm = 0;  // ‖Δθ‖ of this step (0 when skipped)
   };
-  StepStats step(double lr);
+  StepStats step(double lr, UpdateNorm measure = UpdateNorm::Measure);
 
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t count) { step_count_ = count; }

@@ -13,9 +13,9 @@ nlohmann::json number(double value) {
   return value;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, int rank)
+MetricsWriter::MetricsWriter(const std::string& path, int rank, Mode mode)
     : path_(path), rank_(rank), start_(std::chrono::steady_clock::now()) {
-  file_ = std::fopen(path.c_str(), "a");
+  file_ = std::fopen(path.c_str(), mode == Mode::Append ? "a" : "w");
   if (!file_) throw UserError("cannot open metrics file", path, "check FAULTLINE_METRICS or --out");
 }
 

@@ -11,7 +11,8 @@ namespace faultline::trainer {
 
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& path, int rank);
+  enum class Mode { Truncate, Append };
+  MetricsWriter(const std::string& path, int rank, Mode mode);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -82,7 +82,10 @@ GptImpl::GptImpl(const ModelConfig& config_) : config(config_) {
 torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observer) {
   const int64_t time = idx.size(1);
   auto positions = torch::arange(time, torch::kLong);
-  auto x = observe(observer, "wte", wte(idx)) + observe(observer, "wpe", wpe(positions));
+  // Two statements: the order of a + b's operands is unspecified, and probes must see forward
+  // order.
+  auto token = observe(observer, "wte", wte(idx));
+  auto x = token + observe(observer, "wpe", wpe(positions));
   for (const auto& block : *blocks) x = block->as<Block>()->forward(x, mask_bias, observer);
   x = observe(observer, "ln_f", ln_f(x));
   auto logits = head ? head(x) : torch::matmul(x, wte->weight.t());

@@ -41,20 +41,21 @@ void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const 
 }
 
 void write_step_record(MetricsWriter& metrics, const StepRecord& r) {
-  metrics.write("step", {{"step", r.step},
-                         {"loss", number(r.loss)},
-                         {"grad_norm", number(r.grad_norm)},
-                         {"lr", number(r.lr)},
-                         {"step_ms", std::round(r.step_ms * 1000) / 1000},
-                         {"data_ms", std::round(r.data_ms * 1000) / 1000},
-                         {"comm_ms", std::round(r.comm_ms * 1000) / 1000},
-                         {"tokens", r.tokens},
-                         {"mem_bytes", resident_bytes()},
-                         {"mem_total_bytes", total_memory_bytes()},
-                         {"param_norm", number(r.param_norm)},
-                         {"update_ratio", number(r.update_ratio)},
-                         {"nonfinite", r.nonfinite},
-                         {"collectives", r.collectives}});
+  nlohmann::json fields = {{"step", r.step},
+                           {"loss", number(r.loss)},
+                           {"grad_norm", number(r.grad_norm)},
+                           {"lr", number(r.lr)},
+                           {"step_ms", std::round(r.step_ms * 1000) / 1000},
+                           {"data_ms", std::round(r.data_ms * 1000) / 1000},
+                           {"comm_ms", std::round(r.comm_ms * 1000) / 1000},
+                           {"tokens", r.tokens},
+                           {"mem_bytes", resident_bytes()},
+                           {"mem_total_bytes", total_memory_bytes()},
+                           {"nonfinite", r.nonfinite},
+                           {"collectives", r.collectives}};
+  if (r.param_norm) fields["param_norm"] = number(*r.param_norm);
+  if (r.update_ratio) fields["update_ratio"] = number(*r.update_ratio);
+  metrics.write("step", std::move(fields));
 }
 
 int64_t count_nonfinite_state(FlatParams& params, double loss) {
@@ -91,7 +92,10 @@ void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatPar
   } else if (before_update && !std::isfinite(loss)) {
     record["phase"] = "loss";
     record["where"] = "loss";
-    record["detail"] = "loss is " + number(loss).dump() +
+    record["detail"] = std::string("loss is ") +
+                       (std::isnan(loss) ? "nan"
+                        : loss > 0       ? "inf"
+                                         : "-inf") +
                        "; replay the step with probe.level = \"full\" to name the module";
     record["probe"] = "cheap";
   } else if (before_update) {

@@ -16,10 +16,10 @@
 namespace faultline::trainer {
 
 struct StepRecord {
-  int64_t step;
-  double loss, grad_norm, lr, step_ms, data_ms, comm_ms;
-  int64_t tokens;
-  double param_norm = 0, update_ratio = 0;
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, lr = 0, step_ms = 0, data_ms = 0, comm_ms = 0;
+  int64_t tokens = 0;
+  std::optional<double> param_norm, update_ratio;  // absent with probe.level = "off"
   int64_t nonfinite = 0;
   int64_t collectives = 0;
 };

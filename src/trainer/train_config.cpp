@@ -114,6 +114,7 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
 
 void bind_dist(ConfigBinder& b, DistConfig& d) {
   bind_enum(b, "dist.backend", d.backend, kBackendNames);
+  b.bind("dist.ranks", d.ranks, {1, 4096});
   b.bind("dist.timeout_s", d.timeout_s, {1, {}});
 }
 
@@ -156,6 +157,11 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
   needs(f.slow_rank >= 0, f.slow_ms > 0, "fault.slow_rank", "fault.slow_ms");
   needs(f.corrupt_grad_rank >= 0, f.corrupt_grad_step > 0, "fault.corrupt_grad_rank",
         "fault.corrupt_grad_step");
+  needs(f.crash_step > 0, f.crash_rank >= 0, "fault.crash_step", "fault.crash_rank");
+  needs(f.hang_step > 0, f.hang_rank >= 0, "fault.hang_step", "fault.hang_rank");
+  needs(f.slow_ms > 0, f.slow_rank >= 0, "fault.slow_ms", "fault.slow_rank");
+  needs(f.corrupt_grad_step > 0, f.corrupt_grad_rank >= 0, "fault.corrupt_grad_step",
+        "fault.corrupt_grad_rank");
   const std::string& s = f.crash_signal;
   bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) &&
                  std::stoi(s) < 256;
@@ -165,8 +171,13 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
 }
 
 std::string trajectory_lines(const std::string& canonical) {
-  static const std::vector<std::string> ignored_prefixes = {
-      "probe.", "fault.", "train.stop_after ", "train.log_every ", "train.checkpoint_every "};
+  static const std::vector<std::string> ignored_prefixes = {"probe.",
+                                                            "fault.",
+                                                            "train.stop_after ",
+                                                            "train.log_every ",
+                                                            "train.checkpoint_every ",
+                                                            "dist.ranks ",
+                                                            "dist.timeout_s "};
   std::string kept;
   for (const auto& line : split(canonical, '\n')) {
     bool ignored = false;

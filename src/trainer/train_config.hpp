@@ -64,6 +64,8 @@ enum class DistBackend { Auto, Gloo, Nccl };
 
 struct DistConfig {
   DistBackend backend = DistBackend::Auto;
+  int64_t ranks =
+      1;  // how many ranks `faultline` launches this recipe on; the trainer follows WORLD_SIZE
   int64_t timeout_s = 300;  // collective timeout
 };
 

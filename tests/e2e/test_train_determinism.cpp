@@ -55,8 +55,10 @@ TEST(TrainDeterminism, ResumeContinuesBitwiseIdentically) {
   ASSERT_EQ(tail.size(), 20u);
   EXPECT_EQ(std::vector<std::string>(all.begin() + 20, all.end()), tail);
   auto events = resumed.events();
-  EXPECT_EQ(events.at(0).at("name"), "resume");
-  EXPECT_EQ(events.at(0).at("step"), 20);
+  EXPECT_EQ(events.at(0).at("name"), "start");
+  EXPECT_EQ(events.at(0).at("first_step"), 21);
+  EXPECT_EQ(events.at(1).at("name"), "resume");
+  EXPECT_EQ(events.at(1).at("step"), 20);
 }
 
 TEST(TrainDeterminism, StopAfterIsAPrefixOfTheFullRun) {

@@ -1,0 +1,237 @@
+// The trial runner: validate the recipe, store the run, launch and supervise the ranks while
+// ingesting their metrics and judging them, then classify how it ended and store the verdict.
+#include "harness/trial.hpp"
+
+#include <unistd.h>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/local_launcher.hpp"
+#include "probes/detectors/run_judge.hpp"
+#include "store/store.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+// Buffers records for batch inserts and feeds the judge as they arrive.
+class IngestSink : public RecordSink {
+ public:
+  IngestSink(store::Store& store, int64_t run_id, detectors::RunJudge& judge)
+      : store_(store), run_id_(run_id), judge_(judge) {}
+
+  void on_record(int, const MetricsRecord& record) override {
+    judge_.observe(record);
+    std::visit([this](const auto& r) { add(r); }, record);
+    if (++buffered_ >= 10000) flush();
+  }
+  void on_malformed(int, const std::string&, const std::string&) override {}
+  bool should_stop() override {
+    flush();
+    return judge_.fatal();
+  }
+  void flush() {
+    if (buffered_ == 0) return;
+    store_.in_transaction([this] {  // one commit per poll: batches are what keeps ingest fast
+      if (!steps_.empty()) store_.add_steps(run_id_, steps_);
+      if (!anomalies_.empty()) store_.add_anomalies(run_id_, anomalies_);
+      if (!events_.empty()) store_.add_events(run_id_, events_);
+      if (!fingerprints_.empty()) store_.add_fingerprints(run_id_, fingerprints_);
+    });
+    steps_.clear();
+    anomalies_.clear();
+    events_.clear();
+    fingerprints_.clear();
+    buffered_ = 0;
+  }
+
+ private:
+  void add(const StepRecord& r) { steps_.push_back(r); }
+  void add(const AnomalyRecord& r) { anomalies_.push_back(r); }
+  void add(const EventRecord& r) { events_.push_back(r); }
+  void add(const FingerprintRecord& r) { fingerprints_.push_back(r); }
+
+  store::Store& store_;
+  int64_t run_id_;
+  detectors::RunJudge& judge_;
+  std::vector<StepRecord> steps_;
+  std::vector<AnomalyRecord> anomalies_;
+  std::vector<EventRecord> events_;
+  std::vector<FingerprintRecord> fingerprints_;
+  int buffered_ = 0;
+};
+
+std::string log_tail(const std::string& path, size_t bytes = 2000) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+// How the supervised run ended, as failures: crash, hang, oom. Trainer exit codes 3 and 4 are
+// the trainer reporting a failure the detectors judge from its records (nonfinite, data).
+void classify_exit(const SupervisedResult& result, std::vector<detectors::Failure>& failures,
+                   std::string& infra_detail, const std::vector<RankLaunch>& ranks) {
+  if (result.hang) {
+    std::string who;
+    for (int rank : result.hang->ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
+    failures.push_back(
+        {"hang", result.hang->step, result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1,
+         "no step record for " + std::to_string(static_cast<int>(result.hang->silent_s)) +
+             " s from rank(s) " + who});
+  }
+  if (!result.crash) return;
+  const auto& crash = *result.crash;
+  if (crash.signal == 0 && (crash.exit_code == 3 || crash.exit_code == 4)) return;
+  if (crash.signal == 0 && (crash.exit_code == 2 || crash.exit_code == 127)) {
+    infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
+                   std::to_string(crash.exit_code) +
+                   " before training: " + log_tail(ranks.at(crash.rank).log_path);
+    return;
+  }
+  if (crash.signal == SIGKILL) {
+    failures.push_back(
+        {"oom", crash.step, crash.rank,
+         "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
+    return;
+  }
+  std::string how = crash.signal ? "died of " + signal_name(crash.signal)
+                                 : "exited with code " + std::to_string(crash.exit_code);
+  failures.push_back(
+      {"crash", crash.step, crash.rank, "rank " + std::to_string(crash.rank) + " " + how});
+}
+
+std::string iso_now() {
+  std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buffer;
+}
+
+}  // namespace
+
+const char* to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Pass:
+      return "pass";
+    case Verdict::Fail:
+      return "fail";
+    case Verdict::Skip:
+      return "skip";
+    case Verdict::InfraError:
+      return "infra_error";
+  }
+  return "?";
+}
+
+std::vector<std::string> trial_overrides(const TrialSpec& spec) {
+  std::vector<std::string> overrides = spec.overrides;
+  if (spec.stop_after > 0)
+    overrides.push_back("train.stop_after=" + std::to_string(spec.stop_after));
+  if (spec.data_fraction > 0)
+    overrides.push_back("data.fraction=" + std::to_string(spec.data_fraction));
+  overrides.push_back("dist.ranks=" + std::to_string(spec.ranks));
+  return overrides;
+}
+
+TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
+    : store_(store), launcher_(launcher), options_(std::move(options)) {}
+
+Outcome TrialRunner::run(const TrialSpec& spec) {
+  const auto overrides = trial_overrides(spec);
+  // Validate here: a bad recipe is the user's error, reported before anything is launched.
+  const auto config = trainer::load_train_config(spec.config_path, overrides);
+
+  store::RunInfo info;
+  info.config_path = spec.config_path;
+  info.config = config.canonical;
+  info.config_hash = config.hash;
+  info.ranks = spec.ranks;
+  info.steps =
+      spec.stop_after > 0 ? std::min(spec.stop_after, config.train.steps) : config.train.steps;
+  info.data_fraction = config.data.fraction;
+  info.launcher = launcher_.name();
+  info.parent = spec.parent;
+  info.owner_pid = getpid();
+  std::vector<std::string> argv = {options_.trainer, "-c", spec.config_path};
+  for (const auto& assignment : overrides) {
+    argv.push_back("--set");
+    argv.push_back(assignment);
+  }
+  if (!spec.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(spec.resume);
+  }
+  Outcome outcome;
+  outcome.run_id = store_.create_run(info);
+  outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id);
+  argv.push_back("--out");
+  argv.push_back(outcome.out_dir);
+  info.argv_json = nlohmann::json(argv).dump();
+  std::filesystem::create_directories(outcome.out_dir);
+
+  std::vector<RankLaunch> ranks;
+  const int port = pick_free_port();
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    RankLaunch launch;
+    launch.rank = rank;
+    launch.argv = argv;
+    launch.metrics_path = outcome.out_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
+    launch.log_path = outcome.out_dir + "/rank" + std::to_string(rank) + ".log";
+    launch.env = {
+        {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(spec.ranks)},
+        {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
+    ranks.push_back(launch);
+  }
+
+  detectors::RunJudge judge(options_.thresholds,
+                            detectors::RunContext{spec.ranks, config.schedule.warmup_steps});
+  IngestSink sink(store_, outcome.run_id, judge);
+  SupervisedResult result;
+  try {
+    auto trial = launcher_.launch(ranks);
+    SuperviseOptions watch = options_.supervise;
+    watch.interrupted = options_.interrupted;
+    result = supervise(*trial, ranks, watch, sink);
+  } catch (const InfraError& error) {
+    outcome.infra_detail = error.what();
+  }
+  sink.flush();
+
+  outcome.interrupted = result.interrupted;
+  outcome.wall_s = result.wall_s;
+  for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
+  if (outcome.infra_detail.empty())
+    classify_exit(result, outcome.failures, outcome.infra_detail, ranks);
+  for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
+  if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
+  auto summary = store_.summarize(outcome.run_id);
+  outcome.first_loss = summary.first_loss;
+  outcome.last_loss = summary.last_loss;
+  if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;
+
+  if (!outcome.infra_detail.empty())
+    outcome.verdict = Verdict::InfraError;
+  else
+    outcome.verdict = outcome.failures.empty() ? Verdict::Pass : Verdict::Fail;
+
+  info.status = outcome.interrupted ? store::RunStatus::Interrupted : store::RunStatus::Finished;
+  info.verdict = outcome.interrupted ? "" : to_string(outcome.verdict);
+  if (result.crash) {
+    info.exit_code = result.crash->exit_code;
+    if (result.crash->signal) info.signal = signal_name(result.crash->signal);
+  } else if (!result.ranks.empty()) {
+    info.exit_code = 0;
+  }
+  info.ended_at = iso_now();
+  for (const auto& failure : outcome.failures)
+    info.failures.push_back({failure.kind, failure.step, failure.rank, failure.detail});
+  store_.finish_run(outcome.run_id, info);
+  return outcome;
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,69 @@
+// One supervised, stored, judged trainer run: a TrialSpec in, an Outcome out. Every expected
+// failure (crash, hang, non-finite loss, the launcher failing) is a value in the Outcome.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/launcher.hpp"
+#include "harness/supervisor.hpp"
+#include "probes/detectors/failure.hpp"
+#include "probes/detectors/thresholds.hpp"
+
+namespace faultline::store {
+class Store;
+}
+
+namespace faultline::harness {
+
+struct TrialSpec {
+  std::string config_path;             // the trainer recipe
+  std::vector<std::string> overrides;  // --set, applied before the trial's own keys
+  int ranks = 1;
+  int64_t stop_after = 0;    // 0: the recipe's whole run; else a prefix of it (train.stop_after)
+  double data_fraction = 0;  // 0: the recipe's own
+  std::string resume;        // a checkpoint, or ""
+  std::string parent;        // stored with the run, e.g. "smoke"
+};
+
+enum class Verdict { Pass, Fail, Skip, InfraError };
+const char* to_string(Verdict verdict);
+
+struct Outcome {
+  Verdict verdict = Verdict::InfraError;
+  std::vector<detectors::Failure> failures;
+  int64_t run_id = 0;
+  std::string infra_detail;  // why it could not run, with the log's tail
+  std::string out_dir;
+  int64_t last_step = 0;
+  std::optional<double> first_loss, last_loss;
+  double tokens_per_s = 0;
+  double wall_s = 0;
+  bool interrupted = false;
+};
+
+struct RunnerOptions {
+  std::string trainer;   // path of faultline-train (or a protocol-speaking trainer)
+  std::string work_dir;  // runs go to <work_dir>/run-<id>/
+  SuperviseOptions supervise;
+  detectors::Thresholds thresholds;
+  const std::atomic<bool>* interrupted = nullptr;  // set by a SIGINT handler
+};
+
+class TrialRunner {
+ public:
+  TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options);
+  Outcome run(const TrialSpec& spec);
+
+ private:
+  store::Store& store_;
+  Launcher& launcher_;
+  RunnerOptions options_;
+};
+
+// The trial's overrides: the spec's own, then its scale (stop_after, data fraction, ranks).
+std::vector<std::string> trial_overrides(const TrialSpec& spec);
+
+}  // namespace faultline::harness

@@ -1,0 +1,24 @@
+// Factories for the stream detector families; RunJudge owns what they make.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "probes/detectors/detector.hpp"
+#include "probes/detectors/thresholds.hpp"
+
+namespace faultline::detectors {
+
+using DetectorList = std::vector<std::unique_ptr<Detector>>;
+
+// Training dynamics (dynamics.cpp): nonfinite, data and other anomaly records, grad_explode,
+// grad_vanish, loss_spike, stalled.
+void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds);
+
+// The learning rate (lr.cpp): lr_anomaly.
+void add_lr_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);
+
+// Resources (resources.cpp): memory, data_stall, straggler.
+void add_resource_detectors(DetectorList& out, const Thresholds& thresholds);
+
+}  // namespace faultline::detectors

@@ -1,0 +1,257 @@
+// Training-dynamics detectors: non-finite values and anomaly records, exploding or vanishing
+// gradient norms, loss spikes against a running median, and a loss that does not fall.
+#include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "common/text.hpp"
+#include "probes/detectors/detectors.hpp"
+#include "probes/detectors/stats.hpp"
+
+namespace faultline::detectors {
+
+namespace {
+
+// Better evidence of the same non-finite step wins: the probe that names a module beats the
+// one that saw only the loss, which beats the bare step record.
+int phase_priority(const std::string& phase) {
+  if (phase == "forward") return 0;
+  if (phase == "backward") return 1;
+  if (phase == "optimizer") return 2;
+  if (phase == "loss") return 3;
+  return 4;
+}
+constexpr int kStepRecordOnly = 5;
+
+std::string describe(const AnomalyRecord& a) {
+  std::string text = a.phase.empty() ? "anomaly" : a.phase;
+  if (!a.where.empty()) text += " at " + a.where;
+  if (!a.detail.empty()) text += ": " + a.detail;
+  if (!a.samples.empty()) {
+    std::vector<std::string> ids;
+    for (uint64_t sample : a.samples) ids.push_back(std::to_string(sample));
+    text += "; samples " + join(ids, ", ");
+  }
+  if (!a.shards.empty()) text += "; shards " + join(a.shards, ", ");
+  return text;
+}
+
+// nonfinite (from step records and anomaly records), data, and any other anomaly kind a
+// trainer declares, reported under its own name.
+class AnomalyDetector : public Detector {
+ public:
+  explicit AnomalyDetector(const Thresholds& t) : t_(t) {}
+
+  void observe(const StepRecord& r) override {
+    if (!t_.nonfinite.enabled) return;
+    std::vector<std::string> bad;
+    if (!std::isfinite(r.loss)) bad.push_back("loss " + num(r.loss));
+    if (!std::isfinite(r.grad_norm)) bad.push_back("grad_norm " + num(r.grad_norm));
+    if (r.param_norm && !std::isfinite(*r.param_norm))
+      bad.push_back("param_norm " + num(*r.param_norm));
+    if (r.nonfinite.value_or(0) > 0)
+      bad.push_back(std::to_string(*r.nonfinite) + " non-finite values in the model state");
+    if (bad.empty()) return;
+    std::string evidence = join(bad, ", ");
+    step_evidence_[{r.rank, r.step}] = evidence;
+    found_.offer({"nonfinite", r.step, r.rank, "step " + std::to_string(r.step) + ": " + evidence},
+                 kStepRecordOnly);
+  }
+
+  void observe(const AnomalyRecord& a) override {
+    if (a.kind == "nonfinite") {
+      if (!t_.nonfinite.enabled) return;
+      from_anomaly_.insert({a.rank, a.step});
+      found_.offer({"nonfinite", a.step, a.rank, describe(a)}, phase_priority(a.phase));
+    } else if (a.kind == "data") {
+      // The trainer's only data anomaly: a token id not below model.vocab_size.
+      if (t_.data.enabled) found_.offer({"data", a.step, a.rank, describe(a)});
+    } else if (!a.kind.empty()) {
+      found_.offer({a.kind, a.step, a.rank, describe(a)});
+    }
+  }
+
+  void judge(Findings& out, bool) const override {
+    for (Failure failure : found_.sorted()) {
+      // An anomaly record names the site; the step record beside it adds the numbers.
+      auto key = std::make_pair(failure.rank, failure.step);
+      auto it = step_evidence_.find(key);
+      if (failure.kind == "nonfinite" && from_anomaly_.count(key) && it != step_evidence_.end())
+        failure.detail += " (step record: " + it->second + ")";
+      out.offer(std::move(failure));
+    }
+  }
+
+ private:
+  const Thresholds t_;
+  Findings found_;
+  std::map<std::pair<int, int64_t>, std::string> step_evidence_;
+  std::set<std::pair<int, int64_t>> from_anomaly_;
+};
+
+// A run of consecutive steps meeting a condition, with the first values as evidence.
+struct Streak {
+  int64_t start = -1;
+  int64_t length = 0;
+  std::vector<double> values;
+  void extend(int64_t step, double value) {
+    if (length++ == 0) start = step;
+    if (values.size() < 5) values.push_back(value);
+  }
+  void reset() {
+    length = 0;
+    values.clear();
+  }
+  std::string evidence() const {
+    std::vector<std::string> parts;
+    for (double v : values) parts.push_back(num(v));
+    return join(parts, ", ") + (length > static_cast<int64_t>(values.size()) ? ", ..." : "");
+  }
+};
+
+// grad_explode and grad_vanish: one wild norm is noise (clipping absorbs it); a sustained one
+// is the failure.
+class GradNormDetector : public Detector {
+ public:
+  explicit GradNormDetector(const Thresholds& t) : t_(t) {}
+
+  void observe(const StepRecord& r) override {
+    Rank& s = ranks_[r.rank];
+    if (s.seen && r.step != s.prev_step + 1) {  // a gap breaks "consecutive"
+      s.above.reset();
+      s.below.reset();
+    }
+    s.seen = true;
+    s.prev_step = r.step;
+    const double g = r.grad_norm;
+    if (!std::isfinite(g)) {  // the nonfinite detector's case, not a size
+      s.above.reset();
+      s.below.reset();
+      return;
+    }
+    const auto& ex = t_.grad_explode;
+    const auto& va = t_.grad_vanish;
+    if (g > ex.max_norm)
+      s.above.extend(r.step, g);
+    else
+      s.above.reset();
+    if (g < va.min_norm)
+      s.below.extend(r.step, g);
+    else
+      s.below.reset();
+    if (ex.enabled && s.above.length == ex.sustained_steps)
+      found_.offer({"grad_explode", s.above.start, r.rank,
+                    "grad_norm above " + num(ex.max_norm) + " for " +
+                        std::to_string(ex.sustained_steps) + " consecutive steps from step " +
+                        std::to_string(s.above.start) + ": " + s.above.evidence()});
+    if (va.enabled && s.below.length == va.sustained_steps)
+      found_.offer({"grad_vanish", s.below.start, r.rank,
+                    "grad_norm below " + num(va.min_norm) + " for " +
+                        std::to_string(va.sustained_steps) + " consecutive steps from step " +
+                        std::to_string(s.below.start) + ": " + s.below.evidence()});
+  }
+
+  void judge(Findings& out, bool) const override { out.merge(found_); }
+
+ private:
+  struct Rank {
+    bool seen = false;
+    int64_t prev_step = 0;
+    Streak above, below;
+  };
+  const Thresholds t_;
+  std::map<int, Rank> ranks_;
+  Findings found_;
+};
+
+// loss_spike: the loss against the median of recent finite losses. A median, not an EMA, so
+// one spike does not raise the bar for the next; judged only after a warm-up of steps.
+class LossSpikeDetector : public Detector {
+ public:
+  explicit LossSpikeDetector(const Thresholds& t) : t_(t.loss_spike) {}
+
+  void observe(const StepRecord& r) override {
+    if (!std::isfinite(r.loss)) return;
+    Rank& s = ranks_[r.rank];
+    if (s.seen >= t_.warmup_steps) {
+      const double reference = median({s.recent.begin(), s.recent.end()});
+      if (reference > 0 && r.loss >= t_.factor * reference)
+        found_.offer({"loss_spike", r.step, r.rank,
+                      "loss " + num(r.loss) + " is " + num(r.loss / reference) + "x the median " +
+                          num(reference) + " of the previous " + std::to_string(s.recent.size()) +
+                          " finite losses (limit " + num(t_.factor) + "x)"});
+    }
+    ++s.seen;
+    s.recent.push_back(r.loss);
+    if (static_cast<int64_t>(s.recent.size()) > t_.window) s.recent.pop_front();
+  }
+
+  void judge(Findings& out, bool) const override { out.merge(found_); }
+
+ private:
+  struct Rank {
+    int64_t seen = 0;
+    std::deque<double> recent;
+  };
+  const Thresholds::LossSpike t_;
+  std::map<int, Rank> ranks_;
+  Findings found_;
+};
+
+// stalled: after enough steps, the mean of the last window of losses must be clearly below the
+// mean of the first window. A whole-run judgement.
+class StalledDetector : public Detector {
+ public:
+  explicit StalledDetector(const Thresholds& t) : t_(t.stalled) {}
+
+  void observe(const StepRecord& r) override {
+    Rank& s = ranks_[r.rank];
+    ++s.steps;
+    s.last_step = r.step;
+    if (!std::isfinite(r.loss)) return;
+    if (static_cast<int64_t>(s.first.size()) < t_.window) s.first.push_back(r.loss);
+    s.last.push_back(r.loss);
+    if (static_cast<int64_t>(s.last.size()) > t_.window) s.last.pop_front();
+  }
+
+  void judge(Findings& out, bool final) const override {
+    if (!final) return;
+    for (const auto& [rank, s] : ranks_) {
+      const auto window = static_cast<size_t>(t_.window);
+      if (s.steps < t_.after_steps || s.first.size() < window || s.last.size() < window) continue;
+      const double start = mean(s.first);
+      const double end = mean({s.last.begin(), s.last.end()});
+      const double needed = start - std::fabs(start) * t_.min_rel_drop;
+      if (end < needed) continue;
+      out.offer({"stalled", s.last_step, rank,
+                 "mean loss of the last " + std::to_string(t_.window) + " steps " + num(end) +
+                     " is not below " + num(needed) + " (the first " + std::to_string(t_.window) +
+                     " steps' mean " + num(start) + " less " + num(100 * t_.min_rel_drop) +
+                     "%) after " + std::to_string(s.steps) + " steps"});
+    }
+  }
+
+ private:
+  struct Rank {
+    int64_t steps = 0;
+    int64_t last_step = -1;
+    std::vector<double> first;
+    std::deque<double> last;
+  };
+  const Thresholds::Stalled t_;
+  std::map<int, Rank> ranks_;
+};
+
+}  // namespace
+
+void add_dynamics_detectors(DetectorList& out, const Thresholds& t) {
+  out.push_back(std::make_unique<AnomalyDetector>(t));
+  if (t.grad_explode.enabled || t.grad_vanish.enabled)
+    out.push_back(std::make_unique<GradNormDetector>(t));
+  if (t.loss_spike.enabled) out.push_back(std::make_unique<LossSpikeDetector>(t));
+  if (t.stalled.enabled) out.push_back(std::make_unique<StalledDetector>(t));
+}
+
+}  // namespace faultline::detectors

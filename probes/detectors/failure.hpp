@@ -1,0 +1,40 @@
+// A judged failure and the collector that keeps, per kind, the earliest evidence of it: one
+// Failure per kind and run is what the harness records and bisects on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace faultline::detectors {
+
+struct Failure {
+  std::string kind;    // a failure kind of DESIGN.md: "nonfinite", "loss_spike", ...
+  int64_t step = -1;   // where it shows; -1: a property of the whole run (straggler, slow, ...)
+  int rank = -1;       // the rank it was seen on; -1: not rank-specific
+  std::string detail;  // the evidence, with its numbers
+};
+
+// Failures after which the run's remaining steps prove nothing: the harness may stop the trial.
+bool is_fatal(const Failure& failure);
+
+// Keeps one Failure per kind: the lowest step (whole-run ones after every step), then the lowest
+// `priority` (better evidence first), then the lowest rank.
+class Findings {
+ public:
+  void offer(Failure failure, int priority = 0);
+  void merge(const Findings& other);
+  bool has(const std::string& kind) const { return best_.count(kind) > 0; }
+  // By step (whole-run failures last), then kind.
+  std::vector<Failure> sorted() const;
+
+ private:
+  struct Entry {
+    Failure failure;
+    int priority = 0;
+  };
+  std::map<std::string, Entry> best_;
+};
+
+}  // namespace faultline::detectors

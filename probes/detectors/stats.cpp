@@ -1,0 +1,66 @@
+// Medians, the online least-squares fit and number formatting shared by the detectors.
+#include "probes/detectors/stats.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace faultline::detectors {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
+}
+
+double mean(const std::vector<double>& values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+void LinearFit::add(double x, double y) {
+  if (n_ == 0) {
+    first_x_ = x;
+    first_y_ = y;
+  }
+  last_x_ = x;
+  last_y_ = y;
+  ++n_;
+  const double dx = x - mean_x_;
+  mean_x_ += dx / static_cast<double>(n_);
+  const double dy = y - mean_y_;
+  mean_y_ += dy / static_cast<double>(n_);
+  sxx_ += dx * (x - mean_x_);
+  syy_ += dy * (y - mean_y_);
+  sxy_ += dx * (y - mean_y_);
+}
+
+double LinearFit::slope() const {
+  if (n_ < 2 || sxx_ <= 0) return std::numeric_limits<double>::quiet_NaN();
+  return sxy_ / sxx_;
+}
+
+double LinearFit::r2() const {
+  if (n_ < 2 || sxx_ <= 0 || syy_ <= 0) return std::numeric_limits<double>::quiet_NaN();
+  return (sxy_ * sxy_) / (sxx_ * syy_);
+}
+
+std::string num(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", value);
+}
+
+std::string mib(double bytes) {
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
+
+}  // namespace faultline::detectors

@@ -1,0 +1,87 @@
+// Detector thresholds: defaults from practice (docs/detectors.md gives each one's source),
+// overridable from a TOML file such as recipes/detectors/default.toml and from `--set`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+
+namespace faultline::detectors {
+
+// One section per failure kind; the TOML keys are `<section>.<field>`.
+struct Thresholds {
+  struct Nonfinite {
+    bool enabled = true;
+  } nonfinite;
+  struct Data {
+    bool enabled = true;
+  } data;
+  struct Stalled {
+    bool enabled = true;
+    int64_t after_steps = 100;   // judged only on runs with at least this many steps
+    int64_t window = 10;         // steps averaged at the start and at the end
+    double min_rel_drop = 0.01;  // the end's mean must be this much (relative) below the start's
+  } stalled;
+  struct GradExplode {
+    bool enabled = true;
+    double max_norm = 1e3;
+    int64_t sustained_steps = 3;  // consecutive steps above max_norm; one step is not enough
+  } grad_explode;
+  struct GradVanish {
+    bool enabled = true;
+    double min_norm = 1e-6;
+    int64_t sustained_steps = 3;
+  } grad_vanish;
+  struct LossSpike {
+    bool enabled = true;
+    double factor = 10.0;       // loss >= factor x reference is a spike
+    int64_t window = 20;        // reference: median of this many recent finite losses
+    int64_t warmup_steps = 10;  // finite losses seen before any step is judged
+  } loss_spike;
+  struct LrAnomaly {
+    bool enabled = true;
+    double jump_factor = 10.0;     // lr above jump_factor x the previous step's
+    int64_t max_growth_steps = 5;  // consecutive increases allowed after the warm-up window
+    int64_t zero_steps = 5;        // consecutive steps at lr == 0
+  } lr_anomaly;
+  struct Memory {
+    bool enabled = true;
+    double max_fraction = 0.95;            // of mem_total_bytes
+    int64_t skip_steps = 5;                // first steps allocate for good; not fitted
+    int64_t min_steps = 20;                // fitted steps needed to call a leak
+    double max_growth_mib_per_step = 1.0;  // least-squares slope above this ...
+    double min_r2 = 0.9;                   // ... with a fit this good is a leak
+  } memory;
+  struct DataStall {
+    bool enabled = true;
+    double max_share = 0.5;  // median over steps of data_ms / step_ms
+    int64_t min_steps = 5;
+  } data_stall;
+  struct Straggler {
+    bool enabled = true;
+    double min_score = 0.75;  // reference compute time / this rank's
+    int64_t skip_steps = 2;   // first steps pay one-time costs
+    int64_t min_steps = 5;
+  } straggler;
+  struct Slow {
+    bool enabled = true;
+    double min_ratio = 0.75;  // run tokens/s below min_ratio x baseline tokens/s is slow
+  } slow;
+  struct Nondeterministic {
+    bool enabled = true;
+  } nondeterministic;
+};
+
+// Binds every key under `prefix` ("" or e.g. "detectors."); the caller calls binder.finish().
+void bind_thresholds(ConfigBinder& binder, Thresholds& thresholds, const std::string& prefix = "");
+
+// Thresholds from a source: unknown keys (with a did-you-mean), type and range errors and
+// cross-field problems are thrown together as one UserError.
+Thresholds thresholds_from(const ConfigSource& source);
+
+// Reads PATH, applies `key=value` overrides, and binds as thresholds_from().
+Thresholds load_thresholds(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace faultline::detectors

@@ -1,0 +1,254 @@
+// The run commands. Each callback: resolve the context, open the store, run trials, print a
+// one-screen summary (or one JSON document with --json), set the exit code.
+#include "cli/run_commands.hpp"
+
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_context.hpp"
+#include "common/error.hpp"
+#include "harness/ladder.hpp"
+#include "harness/local_launcher.hpp"
+#include "store/store.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct TrainArgs {
+  RunContextOptions context;
+  std::string config;
+  std::vector<std::string> overrides;
+  int ranks = 0;
+  int64_t steps = 0;
+};
+
+struct SmokeArgs {
+  RunContextOptions context;
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string ladder = "recipes/ladders/default.toml";
+};
+
+json failures_json(const std::vector<detectors::Failure>& failures) {
+  json out = json::array();
+  for (const auto& f : failures)
+    out.push_back({{"kind", f.kind},
+                   {"step", f.step < 0 ? json() : json(f.step)},
+                   {"rank", f.rank < 0 ? json() : json(f.rank)},
+                   {"detail", f.detail}});
+  return out;
+}
+
+json maybe(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? json(*value) : json();
+}
+
+ExitCode exit_for(harness::Verdict verdict) {
+  switch (verdict) {
+    case harness::Verdict::Pass:
+    case harness::Verdict::Skip:
+      return ExitCode::Ok;
+    case harness::Verdict::Fail:
+      return ExitCode::Failed;
+    case harness::Verdict::InfraError:
+      return ExitCode::Infra;
+  }
+  return ExitCode::Infra;
+}
+
+void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& spec) {
+  fmt::print("run {}: {}  ({} rank(s), {} steps done, {:.1f} s)\n", outcome.run_id,
+             harness::to_string(outcome.verdict), spec.ranks, outcome.last_step, outcome.wall_s);
+  if (outcome.first_loss && outcome.last_loss)
+    fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s\n", *outcome.first_loss,
+               *outcome.last_loss, outcome.tokens_per_s);
+  for (const auto& f : outcome.failures)
+    fmt::print("  {} at step {} rank {}: {}\n", f.kind,
+               f.step < 0 ? std::string("-") : std::to_string(f.step),
+               f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
+  if (!outcome.infra_detail.empty())
+    fmt::print("  infrastructure error: {}\n", outcome.infra_detail);
+  if (outcome.interrupted) fmt::print("  interrupted: the run is stored as interrupted\n");
+  fmt::print("  output: {}\n", outcome.out_dir);
+}
+
+int run_train(const TrainArgs& args) {
+  auto recipe = trainer::load_train_config(args.config, args.overrides);
+  harness::TrialSpec spec;
+  spec.config_path = args.config;
+  spec.overrides = args.overrides;
+  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
+  spec.stop_after = args.steps;
+  spec.parent = "train";
+  auto store = store::Store::open(resolve_db_path(args.context.db));
+  harness::LocalLauncher launcher;
+  harness::TrialRunner runner(store, launcher, runner_options(args.context));
+  auto outcome = runner.run(spec);
+  if (args.context.json) {
+    fmt::print("{}\n", json{{"run_id", outcome.run_id},
+                            {"verdict", harness::to_string(outcome.verdict)},
+                            {"failures", failures_json(outcome.failures)},
+                            {"ranks", spec.ranks},
+                            {"steps", outcome.last_step},
+                            {"first_loss", maybe(outcome.first_loss)},
+                            {"last_loss", maybe(outcome.last_loss)},
+                            {"tokens_per_s", outcome.tokens_per_s},
+                            {"interrupted", outcome.interrupted}}
+                           .dump());
+  } else {
+    print_outcome(outcome, spec);
+  }
+  return static_cast<int>(outcome.interrupted ? ExitCode::Infra : exit_for(outcome.verdict));
+}
+
+int run_smoke(const SmokeArgs& args) {
+  auto recipe = trainer::load_train_config(args.config, args.overrides);
+  auto ladder = harness::load_ladder(args.ladder);
+  auto rungs =
+      harness::resolve_ladder(ladder, static_cast<int>(recipe.dist.ranks), recipe.train.steps);
+  auto store = store::Store::open(resolve_db_path(args.context.db));
+  harness::LocalLauncher launcher;
+  harness::TrialRunner runner(store, launcher, runner_options(args.context));
+
+  json rungs_json = json::array();
+  harness::Verdict gate = harness::Verdict::Pass;
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    const auto& rung = rungs[i];
+    harness::TrialSpec spec;
+    spec.config_path = args.config;
+    spec.overrides = args.overrides;
+    spec.ranks = rung.ranks;
+    spec.stop_after = rung.steps;
+    spec.data_fraction = rung.rung.data_fraction;
+    spec.parent = "smoke";
+    fmt::print(
+        stderr, "faultline smoke: rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...\n",
+        i + 1, rungs.size(), rung.rung.name, rung.ranks, rung.steps, rung.rung.data_fraction * 100);
+    auto outcome = runner.run(spec);
+    fmt::print(stderr, "faultline smoke: rung {}/{}: {} (run {}, {:.1f} s)\n", i + 1, rungs.size(),
+               harness::to_string(outcome.verdict), outcome.run_id, outcome.wall_s);
+    rungs_json.push_back({{"name", rung.rung.name},
+                          {"ranks", rung.ranks},
+                          {"steps", rung.steps},
+                          {"data_fraction", rung.rung.data_fraction},
+                          {"run_id", outcome.run_id},
+                          {"verdict", harness::to_string(outcome.verdict)},
+                          {"failures", failures_json(outcome.failures)}});
+    if (!args.context.json) print_outcome(outcome, spec);
+    if (outcome.interrupted) return static_cast<int>(ExitCode::Infra);
+    if (outcome.verdict != harness::Verdict::Pass) {
+      gate = outcome.verdict;
+      break;  // the golden rule: never climb past a failing rung
+    }
+  }
+  const char* verdict = gate == harness::Verdict::Pass   ? "pass"
+                        : gate == harness::Verdict::Fail ? "fail"
+                                                         : "infra_error";
+  if (args.context.json)
+    fmt::print("{}\n", json{{"verdict", verdict}, {"rungs", rungs_json}}.dump());
+  else
+    fmt::print("smoke gate: {}\n", verdict);
+  return static_cast<int>(exit_for(gate));
+}
+
+json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
+  json failures = json::array();
+  for (const auto& f : run.failures)
+    failures.push_back({{"kind", f.kind},
+                        {"step", f.step < 0 ? json() : json(f.step)},
+                        {"rank", f.rank < 0 ? json() : json(f.rank)},
+                        {"detail", f.detail}});
+  return {{"run_id", run.id},
+          {"status", store::to_string(run.status)},
+          {"verdict", run.verdict},
+          {"config_path", run.config_path},
+          {"config_hash", run.config_hash},
+          {"ranks", run.ranks},
+          {"steps", run.steps},
+          {"data_fraction", run.data_fraction},
+          {"started_at", run.started_at},
+          {"ended_at", run.ended_at},
+          {"parent", run.parent},
+          {"failures", failures},
+          {"steps_stored", summary.steps},
+          {"first_loss", maybe(summary.first_loss)},
+          {"last_loss", maybe(summary.last_loss)},
+          {"tokens_per_s", summary.tokens_per_s}};
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app, int& exit_code) {
+  auto train_args = std::make_shared<TrainArgs>();
+  auto* train = app.add_subcommand("train", "one supervised trainer run, stored and judged");
+  train->add_option("-c,--config", train_args->config, "trainer recipe (TOML)")->required();
+  train->add_option("--set", train_args->overrides, "override a recipe key: section.key=value");
+  train->add_option("--ranks", train_args->ranks,
+                    "ranks to launch (default: the recipe's dist.ranks)");
+  train->add_option("--steps", train_args->steps,
+                    "stop after this many steps (a prefix of the run)");
+  add_context_options(*train, train_args->context);
+  train->callback([train_args, &exit_code] { exit_code = run_train(*train_args); });
+
+  auto smoke_args = std::make_shared<SmokeArgs>();
+  auto* smoke = app.add_subcommand("smoke", "the golden-rule gate: small rungs before big ones");
+  smoke->add_option("-c,--config", smoke_args->config, "trainer recipe (TOML)")->required();
+  smoke->add_option("--set", smoke_args->overrides, "override a recipe key: section.key=value");
+  smoke->add_option("--ladder", smoke_args->ladder,
+                    "ladder file (default: recipes/ladders/default.toml)");
+  add_context_options(*smoke, smoke_args->context);
+  smoke->callback([smoke_args, &exit_code] { exit_code = run_smoke(*smoke_args); });
+
+  auto runs_args = std::make_shared<RunContextOptions>();
+  auto limit = std::make_shared<int>(20);
+  auto* runs = app.add_subcommand("runs", "stored runs, newest first");
+  runs->add_option("--db", runs_args->db, "SQLite store");
+  runs->add_option("-n,--limit", *limit, "how many");
+  runs->add_flag("--json", runs_args->json, "print one JSON document");
+  runs->callback([runs_args, limit] {
+    auto store = store::Store::open(resolve_db_path(runs_args->db));
+    json out = json::array();
+    for (const auto& run : store.list_runs(*limit)) {
+      auto summary = store.summarize(run.id);
+      if (runs_args->json) {
+        out.push_back(run_json(run, summary));
+        continue;
+      }
+      fmt::print("{:>5}  {:<11} {:<11} {:>2} rank(s) {:>6} steps  {}  {}\n", run.id,
+                 store::to_string(run.status), run.verdict.empty() ? "-" : run.verdict, run.ranks,
+                 summary.steps, run.started_at, run.config_path);
+    }
+    if (runs_args->json) fmt::print("{}\n", json{{"runs", out}}.dump());
+  });
+
+  auto show_args = std::make_shared<RunContextOptions>();
+  auto run_id = std::make_shared<int64_t>(0);
+  auto* show = app.add_subcommand("show", "one stored run");
+  show->add_option("RUN", *run_id, "run id")->required();
+  show->add_option("--db", show_args->db, "SQLite store");
+  show->add_flag("--json", show_args->json, "print one JSON document");
+  show->callback([show_args, run_id] {
+    auto store = store::Store::open(resolve_db_path(show_args->db));
+    auto run = store.get_run(*run_id);
+    if (!run)
+      throw UserError("no run " + std::to_string(*run_id), resolve_db_path(show_args->db),
+                      "see `faultline runs`");
+    auto doc = run_json(*run, store.summarize(run->id));
+    if (show_args->json) {
+      doc["config"] = run->config;
+      fmt::print("{}\n", doc.dump());
+      return;
+    }
+    fmt::print("{}\n", doc.dump(2));
+  });
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,89 @@
+// Resolution of paths shared by the run commands, and the interrupt flag.
+#include "cli/run_context.hpp"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "probes/detectors/thresholds.hpp"
+
+namespace faultline::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+void on_signal(int) {
+  g_interrupted.store(true);
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+fs::path own_dir() {
+  std::error_code error;
+  auto exe = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::current_path() : exe.parent_path();
+}
+}  // namespace
+
+void add_context_options(CLI::App& command, RunContextOptions& options) {
+  command.add_option("--db", options.db, "SQLite store (default: $FAULTLINE_DB or ./faultline.db)");
+  command.add_option("--trainer", options.trainer,
+                     "trainer executable (default: faultline-train next to faultline)");
+  command.add_option("--work-dir", options.work_dir,
+                     "where run directories go (default: ./faultline-runs)");
+  command.add_option("--detectors", options.detectors, "detector thresholds (TOML)");
+  command.add_option("--step-timeout", options.step_timeout_s,
+                     "seconds without a step record that make a hang");
+  command.add_flag("--json", options.json, "print one JSON document on stdout");
+}
+
+std::string resolve_db_path(const std::string& flag) {
+  return !flag.empty() ? flag : env_or("FAULTLINE_DB", "faultline.db");
+}
+
+std::string resolve_trainer(const std::string& flag) {
+  std::string chosen = !flag.empty() ? flag : env_or("FAULTLINE_TRAIN", "");
+  if (!chosen.empty()) {
+    if (access(chosen.c_str(), X_OK) != 0)
+      throw UserError("trainer is not an executable file", chosen,
+                      "check --trainer or FAULTLINE_TRAIN");
+    return fs::absolute(chosen).string();
+  }
+  for (const auto& candidate :
+       {own_dir() / "faultline-train", own_dir() / "../trainer/faultline-train"})
+    if (access(candidate.c_str(), X_OK) == 0) return fs::weakly_canonical(candidate).string();
+  throw UserError("cannot find faultline-train", own_dir().string(),
+                  "pass --trainer PATH or set FAULTLINE_TRAIN");
+}
+
+harness::RunnerOptions runner_options(const RunContextOptions& options) {
+  harness::RunnerOptions runner;
+  runner.trainer = resolve_trainer(options.trainer);
+  runner.work_dir =
+      fs::absolute(options.work_dir.empty() ? "faultline-runs" : options.work_dir).string();
+  runner.supervise.step_timeout_s = options.step_timeout_s;
+  runner.supervise.startup_s = options.startup_s;
+  if (!options.detectors.empty()) runner.thresholds = detectors::load_thresholds(options.detectors);
+  runner.interrupted = interrupt_flag();
+  return runner;
+}
+
+const std::atomic<bool>* interrupt_flag() {
+  static bool installed = false;
+  if (!installed) {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    installed = true;
+  }
+  return &g_interrupted;
+}
+
+}  // namespace faultline::cli

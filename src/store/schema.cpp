@@ -1,0 +1,180 @@
+// Schema version 1 and the migration runner. Number columns of metrics have no declared type
+// on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
+#include "store/schema.hpp"
+
+#include "common/error.hpp"
+#include "store/sqlite_util.hpp"
+
+namespace faultline::store::detail {
+
+namespace {
+const char* const kVersion1 = R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  config_path TEXT NOT NULL DEFAULT '',
+  config TEXT NOT NULL DEFAULT '',          -- resolved config text
+  config_hash TEXT NOT NULL DEFAULT '',
+  ranks INTEGER NOT NULL DEFAULT 1,
+  steps INTEGER NOT NULL DEFAULT 0,         -- steps asked for
+  data_fraction REAL NOT NULL DEFAULT 1,
+  argv TEXT NOT NULL DEFAULT '[]',          -- JSON array, rank 0
+  launcher TEXT NOT NULL DEFAULT 'local',
+  started_at TEXT NOT NULL,                 -- ISO-8601 UTC
+  ended_at TEXT,                            -- NULL while running
+  status TEXT NOT NULL DEFAULT 'running'
+    CHECK (status IN ('running', 'finished', 'interrupted')),
+  exit_code INTEGER,
+  signal TEXT,
+  verdict TEXT NOT NULL DEFAULT '',
+  parent TEXT NOT NULL DEFAULT '',
+  owner_pid INTEGER NOT NULL DEFAULT 0,
+  owner_host TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX runs_by_status ON runs(status);
+
+CREATE TABLE run_failures (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL DEFAULT -1,
+  rank INTEGER NOT NULL DEFAULT -1,
+  detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX run_failures_by_run ON run_failures(run_id);
+
+CREATE TABLE metrics (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  t, loss, grad_norm, lr, step_ms, data_ms, comm_ms,  -- REAL, or TEXT for a NaN
+  tokens INTEGER NOT NULL,
+  mem_bytes INTEGER NOT NULL,
+  mem_total_bytes INTEGER,                            -- NULL: not reported
+  param_norm, update_ratio,                           -- NULL: not reported
+  nonfinite INTEGER,
+  collectives INTEGER
+);
+CREATE INDEX metrics_by_run_rank_step ON metrics(run_id, rank, step);
+
+CREATE TABLE anomalies (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  t,
+  step INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  phase TEXT NOT NULL DEFAULT '',
+  "where" TEXT NOT NULL DEFAULT '',
+  detail TEXT NOT NULL DEFAULT '',
+  samples TEXT NOT NULL DEFAULT '[]',       -- JSON array of sample indices
+  shards TEXT NOT NULL DEFAULT '[]',        -- JSON array of shard names
+  json TEXT NOT NULL DEFAULT ''             -- the whole record
+);
+CREATE INDEX anomalies_by_run ON anomalies(run_id, step);
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  t,
+  name TEXT NOT NULL,
+  step INTEGER,
+  json TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_by_run ON events(run_id);
+
+CREATE TABLE fingerprints (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  t,
+  step INTEGER NOT NULL,
+  what TEXT NOT NULL,
+  hash TEXT NOT NULL
+);
+CREATE INDEX fingerprints_by_run_step ON fingerprints(run_id, step, what);
+
+-- For the search work (trial cache, resumable searches, findings); no API uses them yet.
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY,
+  spec_hash TEXT NOT NULL UNIQUE,
+  spec TEXT NOT NULL,                       -- JSON TrialSpec
+  outcome TEXT,                             -- JSON Outcome; NULL until known
+  run_id INTEGER REFERENCES runs(id),
+  created_at TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE searches (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL DEFAULT '{}',         -- JSON state machine
+  status TEXT NOT NULL DEFAULT 'running',
+  created_at TEXT NOT NULL DEFAULT '',
+  updated_at TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE findings (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  fields TEXT NOT NULL DEFAULT '{}',        -- JSON: what broke, where, evidence
+  repro TEXT NOT NULL DEFAULT '{}',         -- JSON TrialSpec that replays it
+  search_id INTEGER REFERENCES searches(id),
+  created_at TEXT NOT NULL DEFAULT ''
+);
+)sql";
+
+int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
+  Statement statement(db, path, std::string("PRAGMA ") + pragma);
+  return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
+}
+
+bool has_tables(sqlite3* db, const std::string& path) {
+  Statement statement(db, path, "SELECT count(*) FROM sqlite_master");
+  return statement.step() && statement.int64(0) > 0;
+}
+
+// Refuses files that are not ours or too new. Called outside and inside the step transactions.
+int check_file(sqlite3* db, const std::string& path, int known) {
+  const int application_id = read_int_pragma(db, path, "application_id");
+  const int version = read_user_version(db, path);
+  const bool fresh = application_id == 0 && version == 0 && !has_tables(db, path);
+  if (application_id != kApplicationId && !fresh) {
+    throw UserError("not a faultline store (a SQLite database of another program)", path,
+                    "point --db (or FAULTLINE_DB) at a faultline store or a new file");
+  }
+  if (version > known) {
+    throw UserError("the store has schema version " + std::to_string(version) +
+                        ", newer than this faultline's " + std::to_string(known),
+                    path, "use a newer faultline, or point --db at another file");
+  }
+  return version;
+}
+}  // namespace
+
+const std::vector<std::string>& builtin_migrations() {
+  static const std::vector<std::string> steps = {kVersion1};
+  return steps;
+}
+
+int read_user_version(sqlite3* db, const std::string& path) {
+  return read_int_pragma(db, path, "user_version");
+}
+
+int migrate(sqlite3* db, const std::string& path, const std::vector<std::string>& steps) {
+  const int known = static_cast<int>(steps.size());
+  int version = check_file(db, path, known);
+  int depth = 0;
+  while (version < known) {
+    Transaction transaction(db, path, depth);
+    // Another process may have migrated between our check and our write lock: look again.
+    version = check_file(db, path, known);
+    if (version >= known) break;
+    exec(db, path, steps[static_cast<size_t>(version)]);
+    exec(db, path, "PRAGMA application_id = " + std::to_string(kApplicationId));
+    exec(db, path, "PRAGMA user_version = " + std::to_string(version + 1));
+    transaction.commit();
+    ++version;
+  }
+  return version;
+}
+
+}  // namespace faultline::store::detail

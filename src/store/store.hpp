@@ -1,0 +1,136 @@
+// The SQLite store: every run, its resolved config, its metrics and events, its verdict; later
+// trials, searches and findings. One file (default ./faultline.db), WAL mode, a busy timeout,
+// every write in a transaction, schema versioned with PRAGMA user_version and migrated on open.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/metrics_record.hpp"
+
+struct sqlite3;
+
+namespace faultline::store {
+
+constexpr int kSchemaVersion = 1;
+
+enum class RunStatus { Running, Finished, Interrupted };
+
+struct RunFailure {
+  std::string kind;   // a failure kind of DESIGN.md: nonfinite, hang, crash, ...
+  int64_t step = -1;  // -1: not tied to a step
+  int rank = -1;      // -1: not tied to a rank
+  std::string detail;
+};
+
+struct RunInfo {
+  int64_t id = 0;
+  std::string config_path;
+  std::string config;  // resolved config text
+  std::string config_hash;
+  int ranks = 1;
+  int64_t steps = 0;  // steps asked for
+  double data_fraction = 1;
+  std::string argv_json;  // JSON array of the rank-0 argv
+  std::string launcher = "local";
+  std::string started_at;  // ISO-8601 UTC; create_run fills in now when empty
+  std::string ended_at;    // finish_run fills in now when empty; "" while running
+  RunStatus status = RunStatus::Running;
+  std::optional<int> exit_code;       // of the first rank that failed, or 0
+  std::optional<std::string> signal;  // "SIGSEGV", ...
+  std::string verdict;                // "pass" | "fail" | "skip" | "infra_error" | "" while running
+  std::vector<RunFailure> failures;
+  std::string parent;  // e.g. "smoke:<id>" for rungs of a smoke gate; free text
+  // Who runs it, so a later harness can tell a live run from an interrupted one.
+  int64_t owner_pid = 0;  // 0: unknown
+  std::string owner_host;
+};
+
+struct MetricsSummary {
+  int64_t steps = 0;                            // step records stored
+  std::optional<double> first_loss, last_loss;  // lowest rank's lowest / highest step
+  double tokens_per_s = 0;                      // all ranks, from step_ms and tokens
+  int ranks = 0;                                // distinct ranks with step records
+  int64_t last_step = -1;                       // highest step of any rank; -1: none
+  int64_t anomalies = 0;                        // anomaly records stored
+};
+
+// How a handle talks to the file. The defaults are what the harness uses; the benchmark and
+// the tests vary them.
+struct Options {
+  int busy_timeout_ms = 5000;           // wait this long for another writer before giving up
+  std::string synchronous = "NORMAL";   // NORMAL (WAL's usual choice), FULL or OFF
+  int cache_kib = 16384;                // page cache per handle
+  int page_size = 16384;                // only for a new file; docs/store.md has the measurements
+  int wal_autocheckpoint_pages = 1000;  // copy the WAL into the file past this many pages
+};
+
+// One handle per thread (it keeps prepared statements); any number of handles and processes
+// may share a file, readers alongside one writer at a time.
+class Store {
+ public:
+  // Opens or creates the file and migrates it. A file with a newer schema than this build knows,
+  // or that is not a faultline store, is refused with a UserError naming the path.
+  static Store open(const std::string& path);
+  static Store open(const std::string& path, const Options& options);
+  ~Store();
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+
+  int schema_version() const;
+  const std::string& path() const { return path_; }
+
+  int64_t create_run(const RunInfo& run);              // returns its id; status Running
+  void finish_run(int64_t id, const RunInfo& result);  // status, end, exit, verdict, failures
+
+  // Batch inserts in one transaction: ingest must keep up with the trainer.
+  void add_steps(int64_t run_id, const std::vector<StepRecord>& steps);
+  void add_anomalies(int64_t run_id, const std::vector<AnomalyRecord>& anomalies);
+  void add_events(int64_t run_id, const std::vector<EventRecord>& events);
+  void add_fingerprints(int64_t run_id, const std::vector<FingerprintRecord>& fingerprints);
+
+  // Runs `writes` (calls of this handle) in one transaction, e.g. one ingest poll's steps,
+  // anomalies and events; nothing of it is stored if it throws. May nest (savepoints).
+  void in_transaction(const std::function<void()>& writes);
+
+  // Marks runs still 'running' whose owner process is gone as interrupted; keeps their rows.
+  // Returns how many changed; runs already finished or interrupted are left alone.
+  int mark_interrupted(const std::vector<int64_t>& run_ids);
+  std::vector<int64_t> running_run_ids() const;  // oldest first
+
+  std::vector<RunInfo> list_runs(int limit = 50) const;  // newest first
+  std::optional<RunInfo> get_run(int64_t id) const;
+  // Ordered by rank, then step, then insertion.
+  std::vector<StepRecord> steps(int64_t run_id, int rank = -1) const;  // -1: all ranks
+  std::vector<AnomalyRecord> anomalies(int64_t run_id) const;          // insertion order
+  std::vector<EventRecord> events(int64_t run_id) const;               // insertion order
+  std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;   // insertion order
+  MetricsSummary summarize(int64_t run_id) const;
+
+  // Test hooks (tests may not talk to SQLite themselves).
+  // Opens with `extra` migration steps after the built-in ones (versions kSchemaVersion + 1...).
+  static Store open_with_extra_migrations_for_tests(const std::string& path,
+                                                    const std::vector<std::string>& extra);
+  // Runs `sql` on a plain connection to `path`, without any of open()'s checks or migrations.
+  static void raw_exec_for_tests(const std::string& path, const std::string& sql);
+
+ private:
+  struct Cache;  // prepared statements reused across batches
+  Store(sqlite3* db, std::string path, Options options);
+  static Store open_impl(const std::string& path, const Options& options,
+                         const std::vector<std::string>& extra);
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  Options options_;
+  std::unique_ptr<Cache> cache_;
+  int tx_depth_ = 0;  // open transactions (outermost BEGIN, inner SAVEPOINTs) on this handle
+};
+
+const char* to_string(RunStatus status);
+RunStatus run_status_from_string(const std::string& text);  // throws std::invalid_argument
+
+}  // namespace faultline::store

@@ -1,0 +1,252 @@
+// Tests for probes/detectors (training dynamics and the LR): the synthetic healthy run judges
+// clean, and each planted fault is caught with the right kind, step and rank.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "probes/detectors/run_judge.hpp"
+#include "probes/detectors/synthetic.hpp"
+
+namespace faultline::detectors {
+namespace {
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<Failure> judge(const std::vector<StepRecord>& records, RunContext context = {}) {
+  RunJudge judge({}, context);
+  for (const auto& record : records) judge.observe(record);
+  return judge.finish();
+}
+
+StepRecord& at(std::vector<StepRecord>& records, int64_t step, int rank = 0) {
+  for (auto& record : records)
+    if (record.step == step && record.rank == rank) return record;
+  throw std::out_of_range("no record for step " + std::to_string(step));
+}
+
+std::string describe(const std::vector<Failure>& failures) {
+  std::string text;
+  for (const auto& f : failures)
+    text += f.kind + " step " + std::to_string(f.step) + " rank " + std::to_string(f.rank) + ": " +
+            f.detail + "\n";
+  return text.empty() ? "no failures" : text;
+}
+
+// The run judged exactly one failure, of this kind, at this step and rank.
+void expect_one(const std::vector<Failure>& failures, const std::string& kind, int64_t step,
+                int rank) {
+  ASSERT_EQ(failures.size(), 1u) << describe(failures);
+  EXPECT_EQ(failures[0].kind, kind) << describe(failures);
+  EXPECT_EQ(failures[0].step, step) << describe(failures);
+  EXPECT_EQ(failures[0].rank, rank) << describe(failures);
+  EXPECT_FALSE(failures[0].detail.empty());
+}
+
+TEST(Detectors, SyntheticHealthyRunsJudgeClean) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    EXPECT_TRUE(judge(synthetic_run({100, 1, seed})).empty())
+        << describe(judge(synthetic_run({100, 1, seed})));
+    auto four_ranks = synthetic_run({300, 4, seed, 30});
+    EXPECT_TRUE(judge(four_ranks).empty()) << describe(judge(four_ranks));
+    EXPECT_TRUE(judge(four_ranks, {4, 30}).empty()) << describe(judge(four_ranks, {4, 30}));
+  }
+}
+
+TEST(Detectors, ARunWithNoRecordsJudgesNothing) {
+  RunJudge judge;
+  EXPECT_TRUE(judge.failures_so_far().empty());
+  EXPECT_TRUE(judge.finish().empty());
+  EXPECT_FALSE(judge.fatal());
+}
+
+TEST(Detectors, NonfiniteLossIsFatalAtItsStep) {
+  auto records = synthetic_run();
+  at(records, 37).loss = kNan;
+  RunJudge judge;
+  for (const auto& record : records) {
+    judge.observe(record);
+    // Streaming: nothing before step 37, the failure as soon as its record arrives.
+    EXPECT_EQ(judge.fatal(), record.step >= 37) << "at step " << record.step;
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_one(judge.finish(), "nonfinite", 37, 0));
+  EXPECT_NE(judge.finish()[0].detail.find("loss nan"), std::string::npos);
+  EXPECT_TRUE(is_fatal(judge.finish()[0]));
+}
+
+TEST(Detectors, NonfiniteGradNormParamNormOrCountIsCaught) {
+  auto records = synthetic_run();
+  at(records, 12).grad_norm = std::numeric_limits<double>::infinity();
+  expect_one(judge(records), "nonfinite", 12, 0);
+  records = synthetic_run();
+  at(records, 13).param_norm = kNan;
+  expect_one(judge(records), "nonfinite", 13, 0);
+  records = synthetic_run();
+  at(records, 14).nonfinite = 3;
+  expect_one(judge(records), "nonfinite", 14, 0);
+}
+
+TEST(Detectors, NonfiniteAnomalyThatNamesTheModuleWins) {
+  auto records = synthetic_run({50, 4});
+  for (int rank = 0; rank < 4; ++rank) at(records, 20, rank).loss = kNan;
+  RunJudge judge;
+  for (const auto& record : records) judge.observe(record);
+  AnomalyRecord loss_only{0, 1.0, 20, "nonfinite", "loss", "loss", "loss is nan", {}, {}, ""};
+  AnomalyRecord forward{2,
+                        1.0,
+                        20,
+                        "nonfinite",
+                        "forward",
+                        "blocks.1.mlp",
+                        "7 non-finite values in output",
+                        {4242},
+                        {"shard-0003"},
+                        ""};
+  judge.observe(loss_only);
+  judge.observe(forward);
+  auto failures = judge.finish();
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "nonfinite", 20, 2));
+  const std::string& detail = failures[0].detail;
+  for (const char* part :
+       {"forward at blocks.1.mlp", "7 non-finite", "4242", "shard-0003", "loss nan"})
+    EXPECT_NE(detail.find(part), std::string::npos) << part << " in " << detail;
+}
+
+TEST(Detectors, EarlierNonfiniteStepBeatsBetterEvidenceLater) {
+  auto records = synthetic_run({50, 2});
+  at(records, 19, 1).grad_norm = kNan;
+  RunJudge judge;
+  for (const auto& record : records) judge.observe(record);
+  judge.observe(AnomalyRecord{0, 1.0, 20, "nonfinite", "forward", "wte", "x", {}, {}, ""});
+  expect_one(judge.finish(), "nonfinite", 19, 1);
+}
+
+TEST(Detectors, DataAnomalyIsReportedAsData) {
+  RunJudge judge;
+  for (const auto& record : synthetic_run({8, 2})) judge.observe(record);
+  judge.observe(AnomalyRecord{1,
+                              1.0,
+                              9,
+                              "data",
+                              "data",
+                              "shard-0002",
+                              "token id 300 at offset 17 of shard shard-0002 is not below "
+                              "model.vocab_size 256",
+                              {77},
+                              {"shard-0002"},
+                              ""});
+  EXPECT_TRUE(judge.fatal());
+  auto failures = judge.finish();
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "data", 9, 1));
+  EXPECT_NE(failures[0].detail.find("token id 300"), std::string::npos);
+  EXPECT_NE(failures[0].detail.find("samples 77"), std::string::npos);
+}
+
+TEST(Detectors, GradExplodeNeedsSustainedSteps) {
+  auto records = synthetic_run();
+  at(records, 40).grad_norm = 5e3;
+  at(records, 41).grad_norm = 2e4;
+  EXPECT_TRUE(judge(records).empty()) << "two steps are not sustained";
+  at(records, 43).grad_norm = 5e3;  // a gap: still not three in a row
+  EXPECT_TRUE(judge(records).empty());
+  at(records, 42).grad_norm = 1.5e3;
+  auto failures = judge(records);
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "grad_explode", 40, 0));
+  EXPECT_NE(failures[0].detail.find("5000, 2e+04, 1500"), std::string::npos) << failures[0].detail;
+}
+
+TEST(Detectors, GradVanishNeedsSustainedSteps) {
+  auto records = synthetic_run();
+  for (int64_t step = 50; step <= 51; ++step) at(records, step).grad_norm = 1e-8;
+  EXPECT_TRUE(judge(records).empty());
+  at(records, 52).grad_norm = 0.0;
+  expect_one(judge(records), "grad_vanish", 50, 0);
+}
+
+TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
+  auto records = synthetic_run();
+  at(records, 60).loss = 3 * at(records, 59).loss;  // a bump, not a spike
+  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+  at(records, 60).loss = 30.0;
+  auto failures = judge(records);
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "loss_spike", 60, 0));
+  EXPECT_NE(failures[0].detail.find("median"), std::string::npos);
+}
+
+TEST(Detectors, LossSpikeIsNotJudgedDuringItsWarmup) {
+  auto records = synthetic_run();
+  at(records, 5).loss = 80.0;  // before 10 finite losses: no reference yet
+  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+}
+
+TEST(Detectors, StalledLossIsCaughtOnceTheRunIsLongEnough) {
+  auto records = synthetic_run();
+  for (auto& record : records)
+    record.loss = 5.5 + 0.01 * std::sin(static_cast<double>(record.step));
+  expect_one(judge(records), "stalled", 100, 0);
+  records.pop_back();  // 99 steps: not judged
+  EXPECT_TRUE(judge(records).empty());
+}
+
+TEST(Detectors, StalledNeedsMoreThanAHalfPercentDrop) {
+  auto records = synthetic_run();
+  for (auto& record : records) record.loss = 5.5 - 0.0275 * static_cast<double>(record.step) / 100;
+  expect_one(judge(records), "stalled", 100, 0);
+}
+
+TEST(Detectors, PlantedLrSpikeIsCaughtAtItsStep) {
+  for (int64_t spike : {30, 5, 1, 100}) {
+    auto records = synthetic_run({100, 2});
+    for (int rank = 0; rank < 2; ++rank)
+      at(records, spike, rank).lr *= 1000;  // fault.lr_spike_step
+    auto failures = judge(records);
+    ASSERT_FALSE(failures.empty()) << "spike at " << spike;
+    EXPECT_EQ(failures[0].kind, "lr_anomaly");
+    EXPECT_EQ(failures[0].step, spike);
+    EXPECT_EQ(failures[0].rank, 0);
+    EXPECT_NE(failures[0].detail.find("(limit 10x)"), std::string::npos) << failures[0].detail;
+  }
+}
+
+TEST(Detectors, LrGrowingAfterTheWarmupIsCaught) {
+  auto records = synthetic_run();
+  for (int64_t step = 40; step <= 100; ++step)
+    at(records, step).lr = at(records, 39).lr * std::pow(1.05, step - 39);
+  expect_one(judge(records), "lr_anomaly", 40, 0);
+  expect_one(judge(records, {1, 10}), "lr_anomaly", 40, 0);
+}
+
+TEST(Detectors, LongWarmupsConstantAndFinalZeroLrAreHealthy) {
+  EXPECT_TRUE(judge(synthetic_run({200, 1, 3, 60})).empty());  // growth inferred as warm-up
+  auto constant = synthetic_run();
+  for (auto& record : constant) record.lr = 1e-3;
+  EXPECT_TRUE(judge(constant).empty());
+  auto to_zero = synthetic_run();
+  at(to_zero, 100).lr = 0;  // cosine to min_lr_ratio = 0 ends on one zero step
+  EXPECT_TRUE(judge(to_zero).empty());
+}
+
+TEST(Detectors, LrStuckAtZeroIsCaught) {
+  auto records = synthetic_run();
+  for (int64_t step = 60; step <= 100; ++step) at(records, step).lr = 0;
+  expect_one(judge(records), "lr_anomaly", 60, 0);
+  records = synthetic_run();
+  at(records, 70).lr = kNan;
+  expect_one(judge(records), "lr_anomaly", 70, 0);
+}
+
+TEST(Detectors, DisabledDetectorsStaySilent) {
+  auto records = synthetic_run();
+  at(records, 30).lr *= 1000;
+  at(records, 40).loss = kNan;
+  Thresholds thresholds;
+  thresholds.lr_anomaly.enabled = false;
+  thresholds.nonfinite.enabled = false;
+  RunJudge judge(thresholds);
+  for (const auto& record : records) judge.observe(record);
+  EXPECT_TRUE(judge.finish().empty()) << describe(judge.finish());
+}
+
+}  // namespace
+}  // namespace faultline::detectors

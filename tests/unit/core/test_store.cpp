@@ -1,0 +1,285 @@
+// Tests for src/store (schema.cpp, store.cpp, runs.cpp): opening and migrating, refusing files
+// that are not ours or too new, run rows, transactions, interrupted runs, lock timeouts.
+#include "store/store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "test_support.hpp"
+
+namespace faultline::store {
+namespace {
+using faultline::testing::ScratchDir;
+using faultline::testing::user_error;
+using faultline::testing::write_file;
+
+RunInfo sample_run() {
+  RunInfo run;
+  run.config_path = "recipes/tiny.toml";
+  run.config = "[model]\nlayers = 2\n";
+  run.config_hash = "0123456789abcdef";
+  run.ranks = 4;
+  run.steps = 100;
+  run.data_fraction = 0.25;
+  run.argv_json = R"(["faultline-train","--config","tiny.toml"])";
+  run.launcher = "slurm";
+  run.started_at = "2024-05-01T12:00:00.000Z";
+  run.parent = "smoke:3";
+  run.owner_pid = 4242;
+  run.owner_host = "node7";
+  return run;
+}
+
+TEST(Store, CreatesANewFileAtTheCurrentVersion) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("new.db"));
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  EXPECT_EQ(store.path(), dir.file("new.db"));
+  EXPECT_TRUE(store.list_runs().empty());
+}
+
+TEST(Store, MigratesAnEmptyFile) {
+  ScratchDir dir;
+  write_file(dir.file("empty.db"), "");
+  EXPECT_EQ(Store::open(dir.file("empty.db")).schema_version(), kSchemaVersion);
+}
+
+TEST(Store, ReopeningIsIdempotentAndKeepsEverything) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t id = Store::open(path).create_run(sample_run());
+  for (int i = 0; i < 3; ++i) {
+    Store store = Store::open(path);
+    EXPECT_EQ(store.schema_version(), kSchemaVersion);
+    ASSERT_EQ(store.list_runs().size(), 1u);
+    EXPECT_EQ(store.get_run(id)->config_hash, "0123456789abcdef");
+  }
+}
+
+TEST(Store, CreateFinishGetRoundTrip) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t id = store.create_run(sample_run());
+  RunInfo running = *store.get_run(id);
+  EXPECT_EQ(running.id, id);
+  EXPECT_EQ(running.config_path, "recipes/tiny.toml");
+  EXPECT_EQ(running.config, "[model]\nlayers = 2\n");
+  EXPECT_EQ(running.ranks, 4);
+  EXPECT_EQ(running.steps, 100);
+  EXPECT_DOUBLE_EQ(running.data_fraction, 0.25);
+  EXPECT_EQ(running.argv_json, R"(["faultline-train","--config","tiny.toml"])");
+  EXPECT_EQ(running.launcher, "slurm");
+  EXPECT_EQ(running.started_at, "2024-05-01T12:00:00.000Z");
+  EXPECT_EQ(running.ended_at, "");
+  EXPECT_EQ(running.status, RunStatus::Running);
+  EXPECT_FALSE(running.exit_code.has_value());
+  EXPECT_FALSE(running.signal.has_value());
+  EXPECT_EQ(running.verdict, "");
+  EXPECT_EQ(running.parent, "smoke:3");
+  EXPECT_EQ(running.owner_pid, 4242);
+  EXPECT_EQ(running.owner_host, "node7");
+
+  RunInfo result;
+  result.exit_code = 139;
+  result.signal = "SIGSEGV";
+  result.verdict = "fail";
+  result.failures = {{"crash", -1, 2, "rank 2 died of SIGSEGV"}, {"nonfinite", 17, 0, "loss"}};
+  store.finish_run(id, result);
+  RunInfo done = *store.get_run(id);
+  EXPECT_EQ(done.status, RunStatus::Finished);  // Running in the result means Finished
+  EXPECT_EQ(done.exit_code, 139);
+  EXPECT_EQ(done.signal, "SIGSEGV");
+  EXPECT_EQ(done.verdict, "fail");
+  EXPECT_FALSE(done.ended_at.empty());
+  ASSERT_EQ(done.failures.size(), 2u);
+  EXPECT_EQ(done.failures[0].kind, "crash");
+  EXPECT_EQ(done.failures[0].step, -1);
+  EXPECT_EQ(done.failures[0].rank, 2);
+  EXPECT_EQ(done.failures[1].kind, "nonfinite");
+  EXPECT_EQ(done.failures[1].step, 17);
+  EXPECT_EQ(done.failures[1].detail, "loss");
+  EXPECT_EQ(done.config, running.config);  // finishing leaves the request alone
+
+  result.failures = {{"hang", 5, 1, ""}};  // a second finish replaces the failures
+  store.finish_run(id, result);
+  ASSERT_EQ(store.get_run(id)->failures.size(), 1u);
+  EXPECT_EQ(store.get_run(id)->failures[0].kind, "hang");
+}
+
+TEST(Store, DefaultsAreFilledIn) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  RunInfo run = *store.get_run(store.create_run(RunInfo{}));
+  EXPECT_EQ(run.argv_json, "[]");
+  EXPECT_EQ(run.started_at.size(), 24u);  // 2024-05-01T12:34:56.789Z
+  EXPECT_EQ(run.started_at.back(), 'Z');
+  EXPECT_FALSE(store.get_run(run.id + 1).has_value());
+}
+
+TEST(Store, ListRunsNewestFirstWithLimit) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  for (int i = 0; i < 5; ++i) {
+    RunInfo run = sample_run();
+    run.parent = "p" + std::to_string(i);
+    store.create_run(run);
+  }
+  auto runs = store.list_runs(3);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].parent, "p4");
+  EXPECT_EQ(runs[2].parent, "p2");
+  EXPECT_GT(runs[0].id, runs[1].id);
+  EXPECT_EQ(store.list_runs().size(), 5u);
+}
+
+TEST(Store, FinishingAnUnknownRunIsABug) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  EXPECT_THROW(store.finish_run(99, RunInfo{}), std::runtime_error);
+}
+
+TEST(Store, RefusesANewerSchemaNamingPathAndVersions) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  Store::open(path).create_run(sample_run());
+  Store::raw_exec_for_tests(path, "PRAGMA user_version = 7");
+  ErrorItem error = user_error([&] { Store::open(path); });
+  EXPECT_EQ(error.where, path);
+  EXPECT_NE(error.what.find("version 7"), std::string::npos) << error.what;
+  EXPECT_NE(error.what.find(std::to_string(kSchemaVersion)), std::string::npos) << error.what;
+  Store::raw_exec_for_tests(path, "PRAGMA user_version = 1");
+  EXPECT_EQ(Store::open(path).list_runs().size(), 1u);  // refusing changed nothing
+}
+
+TEST(Store, RefusesAFileThatIsNotADatabase) {
+  ScratchDir dir;
+  const std::string path = dir.file("notes.txt");
+  const std::string text(8192, 'x');
+  write_file(path, text);
+  ErrorItem error = user_error([&] { Store::open(path); });
+  EXPECT_EQ(error.where, path);
+  EXPECT_NE(error.what.find("not a SQLite database"), std::string::npos) << error.what;
+  EXPECT_EQ(faultline::testing::read_file(path), text);  // left untouched
+}
+
+TEST(Store, RefusesAnotherProgramsDatabase) {
+  ScratchDir dir;
+  const std::string path = dir.file("other.db");
+  Store::raw_exec_for_tests(path, "CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+  ErrorItem error = user_error([&] { Store::open(path); });
+  EXPECT_EQ(error.where, path);
+  EXPECT_NE(error.what.find("not a faultline store"), std::string::npos) << error.what;
+}
+
+TEST(Store, RefusesAMissingDirectoryNamingThePath) {
+  ScratchDir dir;
+  const std::string path = dir.file("no/such/dir/f.db");
+  EXPECT_EQ(user_error([&] { Store::open(path); }).where, path);
+}
+
+TEST(Store, LaterMigrationsRunInOrderAndKeepData) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  const int64_t id = Store::open(path).create_run(sample_run());
+  {
+    Store store = Store::open_with_extra_migrations_for_tests(
+        path, {"ALTER TABLE runs ADD COLUMN note TEXT", "UPDATE runs SET note = 'two'"});
+    EXPECT_EQ(store.schema_version(), kSchemaVersion + 2);
+    EXPECT_EQ(store.get_run(id)->config_hash, "0123456789abcdef");
+  }
+  // This build's schema is now older than the file's.
+  EXPECT_EQ(user_error([&] { Store::open(path); }).where, path);
+}
+
+TEST(Store, AFailingMigrationStepIsRolledBack) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  const int64_t id = Store::open(path).create_run(sample_run());
+  EXPECT_THROW(Store::open_with_extra_migrations_for_tests(
+                   path, {"CREATE TABLE extra (x)", "CREATE TABLE extra (x)"}),
+               std::runtime_error);
+  // The first step committed, the failing second left nothing behind.
+  Store store = Store::open_with_extra_migrations_for_tests(path, {"CREATE TABLE extra (x)"});
+  EXPECT_EQ(store.schema_version(), kSchemaVersion + 1);
+  EXPECT_TRUE(store.get_run(id).has_value());
+}
+
+TEST(Store, InTransactionCommitsTogetherOrNotAtAll) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  EXPECT_THROW(store.in_transaction([&] {
+    store.create_run(sample_run());
+    throw std::runtime_error("ingest failed");
+  }),
+               std::runtime_error);
+  EXPECT_TRUE(store.list_runs().empty());
+
+  store.in_transaction([&] {
+    store.create_run(sample_run());
+    try {  // a nested scope rolls back alone
+      store.in_transaction([&] {
+        store.create_run(sample_run());
+        throw std::runtime_error("inner");
+      });
+    } catch (const std::runtime_error&) {
+    }
+    store.create_run(sample_run());
+  });
+  EXPECT_EQ(store.list_runs().size(), 2u);
+}
+
+TEST(Store, WaitingPastTheBusyTimeoutIsAUserError) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  Store writer = Store::open(path);
+  Options impatient;
+  impatient.busy_timeout_ms = 50;
+  Store other = Store::open(path, impatient);
+  writer.in_transaction([&] {
+    writer.create_run(sample_run());
+    ErrorItem error = user_error([&] { other.create_run(sample_run()); });
+    EXPECT_EQ(error.where, path);
+    EXPECT_NE(error.what.find("locked"), std::string::npos) << error.what;
+    EXPECT_FALSE(error.hint.empty());
+  });
+  other.create_run(sample_run());  // the lock is gone with the transaction
+  EXPECT_EQ(writer.list_runs().size(), 2u);
+}
+
+TEST(Store, InterruptedRunsKeepTheirRows) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t crashed = 0, finished = 0;
+  {
+    Store store = Store::open(path);
+    crashed = store.create_run(sample_run());
+    finished = store.create_run(sample_run());
+    std::vector<StepRecord> steps(10);
+    for (int i = 0; i < 10; ++i) steps[static_cast<size_t>(i)].step = i;
+    store.add_steps(crashed, steps);
+    store.finish_run(finished, RunInfo{});
+    // The harness dies here: the run is never finished.
+  }
+  Store store = Store::open(path);
+  EXPECT_EQ(store.running_run_ids(), std::vector<int64_t>{crashed});
+  EXPECT_EQ(store.mark_interrupted({crashed, finished, 12345}), 1);
+  EXPECT_EQ(store.mark_interrupted({crashed}), 0);
+  RunInfo run = *store.get_run(crashed);
+  EXPECT_EQ(run.status, RunStatus::Interrupted);
+  EXPECT_FALSE(run.ended_at.empty());
+  EXPECT_EQ(store.get_run(finished)->status, RunStatus::Finished);
+  EXPECT_EQ(store.steps(crashed).size(), 10u);
+  EXPECT_TRUE(store.running_run_ids().empty());
+}
+
+TEST(Store, StatusNamesRoundTrip) {
+  for (RunStatus status : {RunStatus::Running, RunStatus::Finished, RunStatus::Interrupted}) {
+    EXPECT_EQ(run_status_from_string(to_string(status)), status);
+  }
+  EXPECT_THROW(run_status_from_string("done"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace faultline::store

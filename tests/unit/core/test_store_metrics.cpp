@@ -1,0 +1,221 @@
+// Tests for src/store (ingest.cpp, queries.cpp, real_codec.cpp): metrics records in and out,
+// bit-exact non-finite numbers, ordering. Summaries and handles: test_store_summary.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <variant>
+
+#include "store/store.hpp"
+#include "test_support.hpp"
+
+namespace faultline::store {
+namespace {
+using faultline::testing::ScratchDir;
+
+uint64_t bits(double value) {
+  uint64_t out;
+  std::memcpy(&out, &value, sizeof out);
+  return out;
+}
+
+double from_bits(uint64_t value) {
+  double out;
+  std::memcpy(&out, &value, sizeof out);
+  return out;
+}
+
+StepRecord step_record(int rank, int64_t step, double loss) {
+  StepRecord r;
+  r.rank = rank;
+  r.step = step;
+  r.t = 0.5 * static_cast<double>(step);
+  r.loss = loss;
+  r.grad_norm = 1.25;
+  r.lr = 3e-4;
+  r.step_ms = 100;
+  r.data_ms = 5;
+  r.comm_ms = 2;
+  r.tokens = 1000;
+  r.mem_bytes = 1 << 20;
+  return r;
+}
+
+TEST(StoreMetrics, StepsRoundTripEveryField) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(RunInfo{});
+  StepRecord full = step_record(1, 7, 2.5);
+  full.mem_total_bytes = int64_t{80} << 30;
+  full.param_norm = 12.5;
+  full.update_ratio = 1e-3;
+  full.nonfinite = 0;
+  full.collectives = 12;
+  StepRecord bare = step_record(1, 8, 2.4);
+  store.add_steps(run, {full, bare});
+  auto steps = store.steps(run);
+  ASSERT_EQ(steps.size(), 2u);
+  const StepRecord& a = steps[0];
+  EXPECT_EQ(a.rank, 1);
+  EXPECT_EQ(a.step, 7);
+  EXPECT_EQ(a.t, 3.5);
+  EXPECT_EQ(a.loss, 2.5);
+  EXPECT_EQ(a.grad_norm, 1.25);
+  EXPECT_EQ(a.lr, 3e-4);
+  EXPECT_EQ(a.step_ms, 100);
+  EXPECT_EQ(a.data_ms, 5);
+  EXPECT_EQ(a.comm_ms, 2);
+  EXPECT_EQ(a.tokens, 1000);
+  EXPECT_EQ(a.mem_bytes, 1 << 20);
+  EXPECT_EQ(a.mem_total_bytes, int64_t{80} << 30);
+  EXPECT_EQ(a.param_norm, 12.5);
+  EXPECT_EQ(a.update_ratio, 1e-3);
+  EXPECT_EQ(a.nonfinite, 0);
+  EXPECT_EQ(a.collectives, 12);
+  const StepRecord& b = steps[1];  // optional fields not reported stay absent
+  EXPECT_FALSE(b.mem_total_bytes.has_value());
+  EXPECT_FALSE(b.param_norm.has_value());
+  EXPECT_FALSE(b.update_ratio.has_value());
+  EXPECT_FALSE(b.nonfinite.has_value());
+  EXPECT_FALSE(b.collectives.has_value());
+}
+
+TEST(StoreMetrics, NonFiniteAndSpecialDoublesRoundTripBitExactly) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> values = {
+      std::nan(""),                      // 0x7ff8000000000000
+      -std::nan(""),                     // 0xfff8..., what 0.0/0.0 gives on x86
+      from_bits(0x7ff0000000000001ULL),  // signalling NaN
+      from_bits(0x7ff80000deadbeefULL),  // NaN with a payload
+      inf,
+      -inf,
+      -0.0,
+      0.0,
+      std::numeric_limits<double>::denorm_min(),
+      std::numeric_limits<double>::max(),
+      -1.5,
+  };
+  int64_t run = 0;
+  {
+    Store store = Store::open(path);
+    run = store.create_run(RunInfo{});
+    std::vector<StepRecord> steps;
+    for (size_t i = 0; i < values.size(); ++i) {
+      StepRecord r = step_record(0, static_cast<int64_t>(i), values[i]);
+      r.t = r.grad_norm = r.lr = r.step_ms = r.data_ms = r.comm_ms = values[i];
+      r.param_norm = r.update_ratio = values[i];
+      steps.push_back(r);
+    }
+    store.add_steps(run, steps);
+  }
+  auto steps = Store::open(path).steps(run);  // through the file, not a cache
+  ASSERT_EQ(steps.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const StepRecord& r = steps[i];
+    SCOPED_TRACE("value " + std::to_string(i));
+    for (double got : {r.t, r.loss, r.grad_norm, r.lr, r.step_ms, r.data_ms, r.comm_ms,
+                       r.param_norm.value(), r.update_ratio.value()}) {
+      EXPECT_EQ(bits(got), bits(values[i]));
+    }
+  }
+}
+
+TEST(StoreMetrics, StepsAreOrderedByRankThenStepAndFilterByRank) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(RunInfo{});
+  const int64_t other = store.create_run(RunInfo{});
+  std::vector<StepRecord> batch;
+  for (int64_t step = 0; step < 5; ++step) {
+    for (int rank = 2; rank >= 0; --rank) batch.push_back(step_record(rank, step, 1.0 + rank));
+  }
+  store.add_steps(run, {step_record(1, 9, 0)});
+  store.add_steps(other, batch);  // interleaved with the first run's rows
+  store.add_steps(run, batch);
+  auto all = store.steps(run);
+  ASSERT_EQ(all.size(), 16u);
+  for (size_t i = 1; i < all.size(); ++i) {
+    EXPECT_TRUE(all[i - 1].rank < all[i].rank ||
+                (all[i - 1].rank == all[i].rank && all[i - 1].step <= all[i].step));
+  }
+  auto rank1 = store.steps(run, 1);
+  ASSERT_EQ(rank1.size(), 6u);
+  EXPECT_EQ(rank1.front().step, 0);
+  EXPECT_EQ(rank1.back().step, 9);
+  for (const auto& r : rank1) EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(store.steps(other).size(), 15u);
+  EXPECT_TRUE(store.steps(run + 100).empty());
+}
+
+TEST(StoreMetrics, AnomaliesEventsAndFingerprintsRoundTrip) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(RunInfo{});
+  AnomalyRecord anomaly{3,
+                        1.5,
+                        17,
+                        "nonfinite",
+                        "backward",
+                        "blocks.2.attn",
+                        "grad has NaN",
+                        {4, 9},
+                        {"shard-0001"},
+                        R"({"v":1,"type":"anomaly"})"};
+  store.add_anomalies(run, {anomaly});
+  EventRecord start{0, 0.0, "start", std::nullopt, R"({"name":"start","config_hash":"ab"})"};
+  EventRecord checkpoint{0, 9.5, "checkpoint", 100, R"({"path":"ckpt/100"})"};
+  store.add_events(run, {start, checkpoint});
+  store.add_fingerprints(run, {{0, 2.0, 10, "params", "00ff00ff00ff00ff"},
+                               {1, 2.0, 10, "params", "00ff00ff00ff00fe"}});
+
+  auto anomalies = store.anomalies(run);
+  ASSERT_EQ(anomalies.size(), 1u);
+  EXPECT_EQ(anomalies[0].rank, 3);
+  EXPECT_EQ(anomalies[0].t, 1.5);
+  EXPECT_EQ(anomalies[0].step, 17);
+  EXPECT_EQ(anomalies[0].kind, "nonfinite");
+  EXPECT_EQ(anomalies[0].phase, "backward");
+  EXPECT_EQ(anomalies[0].where, "blocks.2.attn");
+  EXPECT_EQ(anomalies[0].detail, "grad has NaN");
+  EXPECT_EQ(anomalies[0].samples, (std::vector<uint64_t>{4, 9}));
+  EXPECT_EQ(anomalies[0].shards, std::vector<std::string>{"shard-0001"});
+  EXPECT_EQ(anomalies[0].json, anomaly.json);
+
+  auto events = store.events(run);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].name, "start");
+  EXPECT_FALSE(events[0].step.has_value());
+  EXPECT_EQ(events[0].json, start.json);
+  EXPECT_EQ(events[1].name, "checkpoint");
+  EXPECT_EQ(events[1].step, 100);
+  EXPECT_EQ(events[1].t, 9.5);
+
+  auto prints = store.fingerprints(run);
+  ASSERT_EQ(prints.size(), 2u);
+  EXPECT_EQ(prints[1].rank, 1);
+  EXPECT_EQ(prints[1].step, 10);
+  EXPECT_EQ(prints[1].what, "params");
+  EXPECT_EQ(prints[1].hash, "00ff00ff00ff00fe");
+}
+
+TEST(StoreMetrics, ParsedProtocolLinesKeepTheirNaN) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(RunInfo{});
+  ParsedLine line = parse_metrics_line(
+      R"({"v":1,"type":"step","rank":0,"t":1.0,"step":3,"loss":"nan","grad_norm":"inf",)"
+      R"("lr":0.1,"step_ms":10,"data_ms":1,"comm_ms":0,"tokens":64,"mem_bytes":0})");
+  ASSERT_EQ(line.status, ParseStatus::Ok) << line.error;
+  store.add_steps(run, {std::get<StepRecord>(*line.record)});
+  auto steps = store.steps(run);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_TRUE(std::isnan(steps[0].loss));
+  EXPECT_EQ(steps[0].grad_norm, std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+}  // namespace faultline::store
