@@ -175,6 +175,7 @@ class LossSpikeDetector : public Detector {
   void observe(const StepRecord& r) override {
     if (!std::isfinite(r.loss)) return;
     Rank& s = ranks_[r.rank];
+    if (s.seen == 0) s.first = r.loss;
     if (s.seen >= t_.warmup_steps) {
       const double reference = median({s.recent.begin(), s.recent.end()});
       if (reference > 0 && r.loss >= t_.factor * reference)
@@ -182,6 +183,13 @@ class LossSpikeDetector : public Detector {
                       "loss " + num(r.loss) + " is " + num(r.loss / reference) + "x the median " +
                           num(reference) + " of the previous " + std::to_string(s.recent.size()) +
                           " finite losses (limit " + num(t_.factor) + "x)"});
+    } else if (s.seen > 0 && s.first > 0 && r.loss >= t_.factor * s.first) {
+      // Inside the warm-up the reference is the first loss: a run that blows up at once (a far
+      // too high LR) would otherwise have raised its own median before it is judged.
+      found_.offer({"loss_spike", r.step, r.rank,
+                    "loss " + num(r.loss) + " is " + num(r.loss / s.first) + "x the first loss " +
+                        num(s.first) + " within the first " + std::to_string(t_.warmup_steps) +
+                        " steps (limit " + num(t_.factor) + "x)"});
     }
     ++s.seen;
     s.recent.push_back(r.loss);
@@ -192,6 +200,7 @@ class LossSpikeDetector : public Detector {
 
  private:
   struct Rank {
+    double first = 0;
     int64_t seen = 0;
     std::deque<double> recent;
   };

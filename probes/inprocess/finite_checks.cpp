@@ -33,6 +33,9 @@ void GradFiniteCheck::attach(const std::vector<std::pair<std::string, torch::Ten
     auto tensor = param;
     tensor.register_hook([this, name = name](const torch::Tensor& grad) {
       if (!enabled_ || first_) return;
+      // As in forward: one sum() on the happy path (~0.3 ms a step on tiny against ~5.6 ms for an
+      // exact count of every gradient); the exact count only once something is off.
+      if (std::isfinite(grad.sum().item<double>())) return;
       int64_t bad = count_nonfinite(grad);
       if (bad > 0) first_ = NonfiniteSite{name, bad, {}};
     });

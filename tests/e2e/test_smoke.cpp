@@ -133,6 +133,20 @@ TEST(Smoke, OrganicHugeInitIsAGradExplosion) {
   EXPECT_EQ(cli.doc.at("rungs").size(), 1u);  // caught on the first, smallest rung
 }
 
+TEST(Smoke, SlowRankIsAStraggler) {
+  auto cli = smoke({"dist.ranks=2", "fault.slow_rank=1", "fault.slow_ms=40"});
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  auto failure = failure_of(cli, "straggler");
+  ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
+  EXPECT_EQ(failure.at("rank"), 1);
+}
+
+TEST(Smoke, OrganicHighLearningRateIsCaught) {
+  auto cli = smoke({"optim.lr=10"});
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("verdict"), "fail") << cli.doc.dump();
+}
+
 TEST(Smoke, BadLadderFileIsReportedWithFileAndKey) {
   std::string ladder = write_file("ladder.toml", "[[rungs]]\nranks = 1\nstepz = 10\n");
   auto cli = smoke({}, ladder);

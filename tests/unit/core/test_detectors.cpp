@@ -174,10 +174,12 @@ TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
   EXPECT_NE(failures[0].detail.find("median"), std::string::npos);
 }
 
-TEST(Detectors, LossSpikeIsNotJudgedDuringItsWarmup) {
+TEST(Detectors, LossSpikeInsideItsWarmupIsJudgedAgainstTheFirstLoss) {
   auto records = synthetic_run();
-  at(records, 5).loss = 80.0;  // before 10 finite losses: no reference yet
+  at(records, 5).loss = 30.0;  // before 10 finite losses: below 10x the first loss (~5.5)
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+  at(records, 5).loss = 80.0;  // ~14x the first loss: a run blowing up at once
+  expect_one(judge(records), "loss_spike", 5, 0);
 }
 
 TEST(Detectors, StalledLossIsCaughtOnceTheRunIsLongEnough) {
