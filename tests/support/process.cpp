@@ -2,10 +2,10 @@
 // kills everything it started.
 #include "support/process.hpp"
 
+#include "harness/local_launcher.hpp"
+
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,17 +62,7 @@ std::string make_temp_dir(const std::string& tag) {
 }
 
 int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  return harness::pick_free_port();
 }
 
 std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) {

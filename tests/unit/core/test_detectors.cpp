@@ -6,11 +6,14 @@
 #include <limits>
 #include <stdexcept>
 
+#include "detector_expectations.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "probes/detectors/synthetic.hpp"
 
 namespace faultline::detectors {
 namespace {
+using faultline::testing::describe;
+using faultline::testing::expect_one;
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
@@ -24,24 +27,6 @@ StepRecord& at(std::vector<StepRecord>& records, int64_t step, int rank = 0) {
   for (auto& record : records)
     if (record.step == step && record.rank == rank) return record;
   throw std::out_of_range("no record for step " + std::to_string(step));
-}
-
-std::string describe(const std::vector<Failure>& failures) {
-  std::string text;
-  for (const auto& f : failures)
-    text += f.kind + " step " + std::to_string(f.step) + " rank " + std::to_string(f.rank) + ": " +
-            f.detail + "\n";
-  return text.empty() ? "no failures" : text;
-}
-
-// The run judged exactly one failure, of this kind, at this step and rank.
-void expect_one(const std::vector<Failure>& failures, const std::string& kind, int64_t step,
-                int rank) {
-  ASSERT_EQ(failures.size(), 1u) << describe(failures);
-  EXPECT_EQ(failures[0].kind, kind) << describe(failures);
-  EXPECT_EQ(failures[0].step, step) << describe(failures);
-  EXPECT_EQ(failures[0].rank, rank) << describe(failures);
-  EXPECT_FALSE(failures[0].detail.empty());
 }
 
 TEST(Detectors, SyntheticHealthyRunsJudgeClean) {

@@ -4,11 +4,14 @@
 
 #include <stdexcept>
 
+#include "detector_expectations.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "probes/detectors/synthetic.hpp"
 
 namespace faultline::detectors {
 namespace {
+using faultline::testing::describe;
+using faultline::testing::expect_one;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -16,22 +19,6 @@ std::vector<Failure> judge(const std::vector<StepRecord>& records) {
   RunJudge judge;
   for (const auto& record : records) judge.observe(record);
   return judge.finish();
-}
-
-std::string describe(const std::vector<Failure>& failures) {
-  std::string text;
-  for (const auto& f : failures)
-    text += f.kind + " step " + std::to_string(f.step) + " rank " + std::to_string(f.rank) + ": " +
-            f.detail + "\n";
-  return text.empty() ? "no failures" : text;
-}
-
-void expect_one(const std::vector<Failure>& failures, const std::string& kind, int64_t step,
-                int rank) {
-  ASSERT_EQ(failures.size(), 1u) << describe(failures);
-  EXPECT_EQ(failures[0].kind, kind) << describe(failures);
-  EXPECT_EQ(failures[0].step, step) << describe(failures);
-  EXPECT_EQ(failures[0].rank, rank) << describe(failures);
 }
 
 // Adds `mib_per_step` MiB per step to one rank's memory, as fault.leak_mb_per_step does.

@@ -9,11 +9,13 @@
 #include <variant>
 
 #include "store/store.hpp"
+#include "store_test_records.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
 using faultline::testing::ScratchDir;
+using faultline::testing::step_record;
 
 uint64_t bits(double value) {
   uint64_t out;
@@ -25,22 +27,6 @@ double from_bits(uint64_t value) {
   double out;
   std::memcpy(&out, &value, sizeof out);
   return out;
-}
-
-StepRecord step_record(int rank, int64_t step, double loss) {
-  StepRecord r;
-  r.rank = rank;
-  r.step = step;
-  r.t = 0.5 * static_cast<double>(step);
-  r.loss = loss;
-  r.grad_norm = 1.25;
-  r.lr = 3e-4;
-  r.step_ms = 100;
-  r.data_ms = 5;
-  r.comm_ms = 2;
-  r.tokens = 1000;
-  r.mem_bytes = 1 << 20;
-  return r;
 }
 
 TEST(StoreMetrics, StepsRoundTripEveryField) {

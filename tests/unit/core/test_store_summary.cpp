@@ -6,27 +6,13 @@
 #include <string>
 
 #include "store/store.hpp"
+#include "store_test_records.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
 using faultline::testing::ScratchDir;
-
-StepRecord step_record(int rank, int64_t step, double loss) {
-  StepRecord r;
-  r.rank = rank;
-  r.step = step;
-  r.t = 0.5 * static_cast<double>(step);
-  r.loss = loss;
-  r.grad_norm = 1.25;
-  r.lr = 3e-4;
-  r.step_ms = 100;
-  r.data_ms = 5;
-  r.comm_ms = 2;
-  r.tokens = 1000;
-  r.mem_bytes = 1 << 20;
-  return r;
-}
+using faultline::testing::step_record;
 
 TEST(StoreSummary, SummarizeReportsLossesRatesAndCounts) {
   ScratchDir dir;
