@@ -95,7 +95,7 @@ CREATE TABLE fingerprints (
 );
 CREATE INDEX fingerprints_by_run_step ON fingerprints(run_id, step, what);
 
--- For the search work (trial cache, resumable searches, findings); no API uses them yet.
+-- The search work: the trial cache, resumable searches (state as JSON), findings.
 CREATE TABLE trials (
   id INTEGER PRIMARY KEY,
   spec_hash TEXT NOT NULL UNIQUE,

@@ -50,6 +50,39 @@ struct RunInfo {
   std::string owner_host;
 };
 
+// A trial whose result is cached by the content hash of its spec: a search that is killed and
+// resumed finds it here instead of running it again. Specs and outcomes are JSON documents
+// owned by the caller (the harness's TrialSpec/Outcome, or a commit verdict).
+struct StoredTrial {
+  int64_t id = 0;
+  std::string spec_hash;
+  std::string spec_json;
+  std::optional<std::string> outcome_json;  // nullopt: started, result not known yet
+  std::optional<int64_t> run_id;            // the run it produced, if any
+  std::string created_at;
+};
+
+// A search (isolate, bisect ...) and its serialized state machine.
+enum class SearchStatus { Running, Done, Failed };
+
+struct SearchInfo {
+  int64_t id = 0;
+  std::string kind;        // "isolate", "bisect-steps", "bisect-commits", ...
+  std::string state_json;  // the search's own state, JSON
+  SearchStatus status = SearchStatus::Running;
+  std::string created_at, updated_at;
+};
+
+// What a search concluded: kind of failure, where, the evidence and how to reproduce it.
+struct FindingInfo {
+  int64_t id = 0;
+  std::string kind;         // a failure kind of DESIGN.md
+  std::string fields_json;  // JSON object: step, rank, where, samples, evidence, ...
+  std::string repro_json;   // JSON: the trial spec (and argv) that reproduces it
+  std::optional<int64_t> search_id;
+  std::string created_at;
+};
+
 struct MetricsSummary {
   int64_t steps = 0;                            // step records stored
   std::optional<double> first_loss, last_loss;  // lowest rank's lowest / highest step
@@ -111,6 +144,21 @@ class Store {
   std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;   // insertion order
   MetricsSummary summarize(int64_t run_id) const;
 
+  // Trial cache. put_trial inserts, or replaces the outcome and run of the same spec_hash.
+  std::optional<StoredTrial> find_trial(const std::string& spec_hash) const;
+  void put_trial(const std::string& spec_hash, const std::string& spec_json,
+                 const std::optional<std::string>& outcome_json, std::optional<int64_t> run_id);
+
+  // Searches: the state is rewritten after every observation, in one transaction.
+  int64_t create_search(const std::string& kind, const std::string& state_json);
+  void update_search(int64_t id, const std::string& state_json, SearchStatus status);
+  std::optional<SearchInfo> get_search(int64_t id) const;
+  std::vector<SearchInfo> list_searches(int limit = 50) const;  // newest first
+
+  int64_t add_finding(const FindingInfo& finding);  // returns its id
+  std::optional<FindingInfo> get_finding(int64_t id) const;
+  std::vector<FindingInfo> list_findings(int limit = 50) const;  // newest first
+
   // Test hooks (tests may not talk to SQLite themselves).
   // Opens with `extra` migration steps after the built-in ones (versions kSchemaVersion + 1...).
   static Store open_with_extra_migrations_for_tests(const std::string& path,
@@ -132,5 +180,7 @@ class Store {
 
 const char* to_string(RunStatus status);
 RunStatus run_status_from_string(const std::string& text);  // throws std::invalid_argument
+const char* to_string(SearchStatus status);
+SearchStatus search_status_from_string(const std::string& text);  // throws std::invalid_argument
 
 }  // namespace faultline::store
