@@ -113,9 +113,9 @@ std::optional<SearchInfo> Store::get_search(int64_t id) const {
 }
 
 std::vector<SearchInfo> Store::list_searches(int limit) const {
-  Statement query(db_, path_,
-                  std::string("SELECT ") + kSearchColumns +
-                      " FROM searches ORDER BY id DESC LIMIT ?");
+  Statement query(
+      db_, path_,
+      std::string("SELECT ") + kSearchColumns + " FROM searches ORDER BY id DESC LIMIT ?");
   query.bind(1, limit);
   std::vector<SearchInfo> searches;
   while (query.step()) searches.push_back(read_search(query));
@@ -147,9 +147,9 @@ std::optional<FindingInfo> Store::get_finding(int64_t id) const {
 }
 
 std::vector<FindingInfo> Store::list_findings(int limit) const {
-  Statement query(db_, path_,
-                  std::string("SELECT ") + kFindingColumns +
-                      " FROM findings ORDER BY id DESC LIMIT ?");
+  Statement query(
+      db_, path_,
+      std::string("SELECT ") + kFindingColumns + " FROM findings ORDER BY id DESC LIMIT ?");
   query.bind(1, limit);
   std::vector<FindingInfo> findings;
   while (query.step()) findings.push_back(read_finding(query));
@@ -158,9 +158,12 @@ std::vector<FindingInfo> Store::list_findings(int limit) const {
 
 const char* to_string(SearchStatus status) {
   switch (status) {
-    case SearchStatus::Running: return "running";
-    case SearchStatus::Done: return "done";
-    case SearchStatus::Failed: return "failed";
+    case SearchStatus::Running:
+      return "running";
+    case SearchStatus::Done:
+      return "done";
+    case SearchStatus::Failed:
+      return "failed";
   }
   return "?";
 }

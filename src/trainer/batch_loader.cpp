@@ -1,6 +1,7 @@
 // Batch assembly. The sampler decides which samples; this file only copies tokens and checks them.
 #include "trainer/batch_loader.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -49,10 +50,36 @@ std::string BatchLoader::shard_of(uint64_t sample) const {
   return corpus_.shards().at(corpus_.locate(sample).shard_id).name;
 }
 
+std::vector<uint64_t> BatchLoader::replayed(int64_t step, const std::vector<uint64_t>& mine,
+                                            const std::vector<uint64_t>& global) const {
+  std::vector<uint64_t> kept;
+  for (uint64_t sample : mine) {
+    const auto& wanted = config_.probe.replay_samples;
+    if (std::find(wanted.begin(), wanted.end(), sample) != wanted.end()) kept.push_back(sample);
+  }
+  if (kept.empty()) {
+    std::string batch;
+    for (size_t i = 0; i < global.size() && i < 64; ++i) {
+      if (i > 0) batch += ',';
+      batch += std::to_string(global[i]);
+    }
+    throw UserError("none of the replayed samples is in this rank's part of step " +
+                        std::to_string(step) + "'s batch",
+                    "probe.replay_samples",
+                    "choose samples of that step's global batch: " + batch +
+                        (global.size() > 64 ? ",..." : ""));
+  }
+  return kept;
+}
+
 StepBatch BatchLoader::load(int64_t step, int rank, int world_size) const {
   const auto global = sampler_.global_batch(step);
-  const auto mine = BatchSampler::rank_slice(global, rank, world_size);
-  const int64_t accum = config_.train.grad_accum;
+  auto mine = BatchSampler::rank_slice(global, rank, world_size);
+  int64_t accum = config_.train.grad_accum;
+  if (config_.probe.replay_step == step) {  // one micro-batch of the samples kept
+    mine = replayed(step, mine, global);
+    accum = 1;
+  }
   const int64_t rows = static_cast<int64_t>(mine.size()) / accum;
   const int64_t width = corpus_.sample_tokens();
   StepBatch batch;

@@ -36,7 +36,7 @@ class BatchLoader {
  public:
   explicit BatchLoader(const TrainConfig& config);
 
-  // This rank's micro-batches of `step`.
+  // This rank's micro-batches of `step` (at probe.replay_step: one, of the replayed samples).
   StepBatch load(int64_t step, int rank, int world_size) const;
 
   const data::Corpus& corpus() const { return corpus_; }
@@ -45,6 +45,8 @@ class BatchLoader {
   std::string shard_of(uint64_t sample) const;
 
  private:
+  std::vector<uint64_t> replayed(int64_t step, const std::vector<uint64_t>& mine,
+                                 const std::vector<uint64_t>& global) const;
   TrainConfig config_;
   data::Corpus corpus_;
   uint64_t samples_used_;

@@ -124,6 +124,23 @@ void bind_probe(ConfigBinder& b, ProbeConfig& p) {
   b.bind("probe.fingerprint_every", p.fingerprint_every, {0, {}});
   b.bind("probe.halt_on_nonfinite", p.halt_on_nonfinite);
   b.bind("probe.checkpoint_on_nonfinite", p.checkpoint_on_nonfinite);
+  b.bind("probe.replay_step", p.replay_step, {0, {}});
+  std::string samples;
+  b.bind("probe.replay_samples", samples);
+  for (const auto& item : split(samples, ',')) {
+    const std::string text = trim(item);
+    if (text.empty()) continue;
+    if (!std::all_of(text.begin(), text.end(), ::isdigit) || text.size() > 18) {
+      b.fail("probe.replay_samples", "invalid sample index \"" + text + "\"",
+             "give global sample indices separated by commas, e.g. \"3,17,42\"");
+      continue;
+    }
+    p.replay_samples.push_back(std::stoull(text));
+  }
+  if (p.replay_samples.empty() != (p.replay_step == 0))
+    b.fail(p.replay_step == 0 ? "probe.replay_samples" : "probe.replay_step",
+           "probe.replay_step and probe.replay_samples go together",
+           "set both (a step and the samples of its batch to keep) or neither");
 }
 
 void bind_fault(ConfigBinder& b, FaultConfig& f) {

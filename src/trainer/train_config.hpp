@@ -77,6 +77,11 @@ struct ProbeConfig {
   int64_t fingerprint_every = 10;  // 0: never
   bool halt_on_nonfinite = true;
   bool checkpoint_on_nonfinite = false;  // write the last good state when halting
+  // A diagnostic replay: at step `replay_step` train on only these global samples of that step's
+  // batch (the others are dropped), so a search can split a batch. Changes the trajectory from
+  // that step on; 0 / empty: off.
+  int64_t replay_step = 0;
+  std::vector<uint64_t> replay_samples;
 };
 
 struct FaultConfig {

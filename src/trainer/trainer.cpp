@@ -181,7 +181,7 @@ TrainExit Trainer::step(int64_t step) {
     auto logits = model_->forward(input, &observer);
     auto loss = torch::cross_entropy_loss(logits.reshape({-1, config_.model.vocab_size}),
                                           target.reshape({-1})) /
-                static_cast<double>(config_.train.grad_accum);
+                static_cast<double>(batch.micro_batches.size());
     loss.backward();
     local_loss += loss.item<double>();
     tokens += input.numel();

@@ -1,5 +1,6 @@
 // End-to-end: every planted fault of faultline-train, and the organic ones (no [fault] key), show
 // in the metrics as docs/trainer.md says they do.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -92,6 +93,34 @@ TEST(TrainFaults, PoisonSampleIsNamedWithItsShard) {
   EXPECT_EQ(anomaly.at("samples"), nlohmann::json::array({poison}));
   EXPECT_EQ(anomaly.at("shards"),
             nlohmann::json::array({poison < 511 ? "synth-000" : "synth-001"}));
+}
+
+TEST(TrainFaults, ReplayKeepsOnlyTheChosenSamplesOfOneStep) {
+  faultline::trainer::BatchSampler sampler(7, 1022, 8);
+  const auto batch = sampler.global_batch(3);
+  const uint64_t poison = batch.at(5);
+  auto replay = [&](std::vector<uint64_t> keep) {
+    std::string list;
+    for (uint64_t sample : keep) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(sample);
+    }
+    return run_trainer(
+        {.overrides = {"fault.poison_sample=" + std::to_string(poison), "train.stop_after=3",
+                       "probe.replay_step=3", "probe.replay_samples=" + list}});
+  };
+  auto without = replay({batch.at(0), batch.at(1)});
+  EXPECT_EQ(without.rank0().exit_code, 0) << without.rank0().output;
+  EXPECT_EQ(without.steps().at(2).at("tokens"), 2 * 16);  // two samples of 16 tokens
+  auto with = replay({batch.at(0), poison});
+  EXPECT_EQ(with.rank0().exit_code, 3);
+  EXPECT_EQ(with.steps().at(2).at("tokens"), 2 * 16);
+
+  uint64_t absent = 0;
+  while (std::find(batch.begin(), batch.end(), absent) != batch.end()) ++absent;
+  auto elsewhere = replay({absent});
+  EXPECT_EQ(elsewhere.rank0().exit_code, 2);
+  EXPECT_THAT(elsewhere.rank0().output, ::testing::HasSubstr("probe.replay_samples"));
 }
 
 TEST(TrainFaults, LrSpikeMultipliesThatStepsLearningRate) {

@@ -67,8 +67,8 @@ TEST(StoreSearches, FindingsKeepTheirFieldsAndSearch) {
   {
     Store store = Store::open(path);
     search_id = store.create_search("isolate", "{}");
-    with_search = store.add_finding({0, "nonfinite", R"({"step":30})", R"({"ranks":1})",
-                                     search_id, ""});
+    with_search =
+        store.add_finding({0, "nonfinite", R"({"step":30})", R"({"ranks":1})", search_id, ""});
     without = store.add_finding({0, "hang", "", "", std::nullopt, ""});
   }
   Store store = Store::open(path);

@@ -99,6 +99,22 @@ TEST(TrainConfig, ZeroDataFractionIsRefused) {
   EXPECT_EQ(error.where, "data.fraction at t.toml:2");
 }
 
+TEST(TrainConfig, ReplaySamplesAreAListOfIndicesWithTheirStep) {
+  auto config = parse("", {"probe.replay_step=4", "probe.replay_samples= 3, 17 ,42"});
+  EXPECT_EQ(config.probe.replay_step, 4);
+  EXPECT_EQ(config.probe.replay_samples, (std::vector<uint64_t>{3, 17, 42}));
+  EXPECT_TRUE(parse("").probe.replay_samples.empty());
+
+  ErrorItem bad = user_error([] {
+    parse("", {"probe.replay_step=4", "probe.replay_samples=3,x"});
+  });
+  EXPECT_EQ(bad.what, "invalid sample index \"x\"");
+  EXPECT_EQ(bad.where, "probe.replay_samples at --set probe.replay_samples");
+  ErrorItem alone = user_error([] { parse("", {"probe.replay_samples=3"}); });
+  EXPECT_EQ(alone.where, "probe.replay_samples at --set probe.replay_samples");
+  EXPECT_NE(alone.hint.find("set both"), std::string::npos) << alone.hint;
+}
+
 TEST(TrainConfig, EnumTyposSuggestTheClosestChoice) {
   struct Case {
     std::string assignment, suggestion;
@@ -231,6 +247,8 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"fault.hang_step", {"fault.hang_step=3", "fault.hang_rank=0"}},
       {"fault.slow_ms", {"fault.slow_ms=3", "fault.slow_rank=0"}},
       {"fault.corrupt_grad_step", {"fault.corrupt_grad_step=3", "fault.corrupt_grad_rank=0"}},
+      {"probe.replay_step", {"probe.replay_step=3", "probe.replay_samples=1"}},
+      {"probe.replay_samples", {"probe.replay_samples=1", "probe.replay_step=3"}},
   };
   if (auto it = special.find(key); it != special.end()) return it->second;
   ConfigValue value = ConfigValue::parse_literal(literal, "canonical");
