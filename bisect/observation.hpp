@@ -9,9 +9,12 @@ enum class Observation { Good, Bad, Skip };
 
 inline const char* to_string(Observation observation) {
   switch (observation) {
-    case Observation::Good: return "good";
-    case Observation::Bad: return "bad";
-    case Observation::Skip: return "skip";
+    case Observation::Good:
+      return "good";
+    case Observation::Bad:
+      return "bad";
+    case Observation::Skip:
+      return "skip";
   }
   return "?";
 }

@@ -4,11 +4,14 @@
 
 #define BOOST_PROCESS_USE_STD_FS 1
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -52,7 +55,11 @@ class LocalTrial : public RunningTrial {
       std::error_code error;
       auto child = std::make_unique<bp::child>(
           bp::exe = rank.argv.at(0), bp::args = args, child_env,
-          (bp::std_out & bp::std_err) > rank.log_path, bp::std_in < bp::null, *group, error);
+          (bp::std_out & bp::std_err) > rank.log_path, bp::std_in < bp::null, *group, error,
+          bp::extend::on_exec_setup = [](auto&) {
+            // A harness killed with SIGKILL cannot reap its ranks: the kernel kills them.
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+          });
       if (error) {
         kill_all(std::chrono::milliseconds(0));
         throw InfraError("cannot start rank " + std::to_string(rank.rank) + " (" + rank.argv.at(0) +

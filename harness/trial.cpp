@@ -156,6 +156,9 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.launcher = launcher_.name();
   info.parent = spec.parent;
   info.owner_pid = getpid();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  info.owner_host = host;
   std::vector<std::string> argv = {options_.trainer, "-c", spec.config_path};
   for (const auto& assignment : overrides) {
     argv.push_back("--set");
@@ -210,6 +213,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);
+  if (summary.ranks > 0) outcome.steps_run = summary.steps / summary.ranks;
   outcome.first_loss = summary.first_loss;
   outcome.last_loss = summary.last_loss;
   if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;

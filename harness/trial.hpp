@@ -38,6 +38,7 @@ struct Outcome {
   std::string infra_detail;  // why it could not run, with the log's tail
   std::string out_dir;
   int64_t last_step = 0;
+  int64_t steps_run = 0;  // trainer steps this trial executed (per rank)
   std::optional<double> first_loss, last_loss;
   double tokens_per_s = 0;
   double wall_s = 0;

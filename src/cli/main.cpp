@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli/data_command.hpp"
+#include "cli/isolate_commands.hpp"
 #include "cli/run_commands.hpp"
 #include "common/error.hpp"
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;  // set by the subcommand that ran
   faultline::cli::add_data_commands(app);
   faultline::cli::add_run_commands(app, exit_code);
+  faultline::cli::add_isolate_commands(app, exit_code);
 
   // 2. Parse and run, 3. report: user errors are caught here and nowhere else.
   try {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/finding_report.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "harness/ladder.hpp"
@@ -88,7 +89,7 @@ int run_train(const TrainArgs& args) {
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
-  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   harness::TrialRunner runner(store, launcher, runner_options(args.context));
   auto outcome = runner.run(spec);
@@ -114,7 +115,7 @@ int run_smoke(const SmokeArgs& args) {
   auto ladder = harness::load_ladder(args.ladder);
   auto rungs =
       harness::resolve_ladder(ladder, static_cast<int>(recipe.dist.ranks), recipe.train.steps);
-  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   harness::TrialRunner runner(store, launcher, runner_options(args.context));
 
@@ -230,16 +231,27 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   });
 
   auto show_args = std::make_shared<RunContextOptions>();
-  auto run_id = std::make_shared<int64_t>(0);
-  auto* show = app.add_subcommand("show", "one stored run");
-  show->add_option("RUN", *run_id, "run id")->required();
+  auto reference = std::make_shared<std::string>();
+  auto* show = app.add_subcommand("show", "one stored run (an id) or finding (F<id>)");
+  show->add_option("ID", *reference, "run id, or finding id such as F3")->required();
   show->add_option("--db", show_args->db, "SQLite store");
   show->add_flag("--json", show_args->json, "print one JSON document");
-  show->callback([show_args, run_id] {
+  show->callback([show_args, reference] {
+    if (finding_reference(*reference)) {
+      show_finding(show_args->db, *reference, show_args->json);
+      return;
+    }
+    int64_t run_id = 0;
+    try {
+      run_id = std::stoll(*reference);
+    } catch (const std::exception&) {
+      throw UserError("'" + *reference + "' is neither a run nor a finding", "ID",
+                      "give a run id (see `faultline runs`) or F<id> (see `faultline findings`)");
+    }
     auto store = store::Store::open(resolve_db_path(show_args->db));
-    auto run = store.get_run(*run_id);
+    auto run = store.get_run(run_id);
     if (!run)
-      throw UserError("no run " + std::to_string(*run_id), resolve_db_path(show_args->db),
+      throw UserError("no run " + std::to_string(run_id), resolve_db_path(show_args->db),
                       "see `faultline runs`");
     auto doc = run_json(*run, store.summarize(run->id));
     if (show_args->json) {

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "common/error.hpp"
 #include "probes/detectors/thresholds.hpp"
@@ -74,6 +76,30 @@ harness::RunnerOptions runner_options(const RunContextOptions& options) {
   if (!options.detectors.empty()) runner.thresholds = detectors::load_thresholds(options.detectors);
   runner.interrupted = interrupt_flag();
   return runner;
+}
+
+store::Store open_store(const RunContextOptions& options) {
+  auto store = store::Store::open(resolve_db_path(options.db));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::vector<int64_t> orphans;
+  for (int64_t id : store.running_run_ids()) {
+    auto run = store.get_run(id);
+    if (!run || run->owner_pid <= 0 || run->owner_host != host) continue;
+    if (kill(static_cast<pid_t>(run->owner_pid), 0) != 0 && errno == ESRCH) orphans.push_back(id);
+  }
+  store.mark_interrupted(orphans);
+  return store;
+}
+
+std::string judge_identity(const RunContextOptions& options) {
+  std::string identity = "step_timeout_s=" + std::to_string(options.step_timeout_s) +
+                         ";startup_s=" + std::to_string(options.startup_s) + ";detectors=";
+  if (!options.detectors.empty()) {
+    std::ifstream in(options.detectors, std::ios::binary);
+    identity += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  return identity;
 }
 
 const std::atomic<bool>* interrupt_flag() {

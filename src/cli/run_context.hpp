@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/trial.hpp"
+#include "store/store.hpp"
 
 namespace CLI {
 class App;
@@ -30,6 +31,14 @@ void add_context_options(CLI::App& command, RunContextOptions& options);
 std::string resolve_db_path(const std::string& flag);
 std::string resolve_trainer(const std::string& flag);
 harness::RunnerOptions runner_options(const RunContextOptions& options);
+
+// Opens the store and marks runs whose owner process on this host is gone as interrupted (a
+// faultline killed with SIGKILL cannot do it itself); their rows are kept.
+store::Store open_store(const RunContextOptions& options);
+
+// What decides a trial's verdict besides its spec: the detector thresholds and timeouts. Part
+// of every cached trial's identity.
+std::string judge_identity(const RunContextOptions& options);
 
 // Installs the SIGINT/SIGTERM handler (once) and returns the flag it sets.
 const std::atomic<bool>* interrupt_flag();

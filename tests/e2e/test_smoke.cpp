@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "support/process.hpp"
+#include "support/cli.hpp"
 
 using namespace faultline::testing;
 using ::testing::HasSubstr;
@@ -21,24 +21,6 @@ namespace {
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
-
-struct Cli {
-  ProcessResult result;
-  nlohmann::json doc;  // the --json document (last stdout line that parses)
-};
-
-Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s = 120) {
-  const bool runs_trainer = args.front() == "train" || args.front() == "smoke";
-  args.insert(args.begin(), FAULTLINE_BIN);
-  args.insert(args.end(), {"--db", dir + "/faultline.db"});
-  if (runs_trainer)
-    args.insert(args.end(), {"--work-dir", dir + "/runs", "--trainer", FAULTLINE_TRAIN_BIN});
-  Cli cli{run_process({args, {}, timeout_s}), nullptr};
-  std::istringstream lines(cli.result.output);
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);
-  return cli;
-}
 
 Cli smoke(const std::vector<std::string>& overrides, const std::string& ladder = kLadder) {
   std::string dir = make_temp_dir("smoke");

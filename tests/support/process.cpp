@@ -88,6 +88,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) 
       }
     }
     if (remaining == 0) break;
+    for (size_t i = 0; i < children.size(); ++i)
+      if (!children[i].done && specs[i].kill_when && specs[i].kill_when())
+        kill(-children[i].pid, SIGKILL);
     if (std::chrono::steady_clock::now() > deadline) {
       for (auto& child : children)
         if (!child.done) {

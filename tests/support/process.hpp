@@ -2,6 +2,7 @@
 // capture its exit status and output. Tests use this instead of a shell.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct ProcessSpec {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // added to the inherited environment
   double timeout_s = 120;
+  // Polled every 20 ms while the child runs: true kills its process group with SIGKILL, as a
+  // crashing machine or an impatient user would (ProcessResult.signal says SIGKILL).
+  std::function<bool()> kill_when;
 };
 
 // Starts every spec at once (ranks of one run), waits for all, kills stragglers at the timeout.

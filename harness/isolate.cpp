@@ -1,0 +1,236 @@
+// The isolate pipeline as a list of phases, and the finding it stores. Progress of the search
+// is written to the store after every phase; the trials themselves are cached (trial_cache.hpp).
+#include "harness/isolate.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "harness/isolate_phases.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+using nlohmann::json;
+
+json host_facts(store::Store& store, int64_t run_id) {
+  for (const auto& event : store.events(run_id)) {
+    if (event.name != "start" || event.rank != 0) continue;
+    auto start = json::parse(event.json, nullptr, false);
+    if (start.is_discarded()) break;
+    json facts = json::object();
+    for (const char* key : {"cpu", "blas", "blas_kernel", "blas_threads", "threads",
+                            "torch_version", "backend", "world_size", "host"})
+      if (start.contains(key)) facts[key] = start.at(key);
+    return facts;
+  }
+  return json::object();
+}
+
+json number_or_null(double value) {
+  return std::isfinite(value) ? json(value) : json(std::isnan(value) ? "nan" : "inf");
+}
+
+json steps_around(store::Store& store, int64_t run_id, int64_t step) {
+  json rows = json::array();
+  for (const auto& record : store.steps(run_id, 0)) {
+    if (step > 0 && (record.step < step - 4 || record.step > step)) continue;
+    rows.push_back({{"step", record.step},
+                    {"loss", number_or_null(record.loss)},
+                    {"grad_norm", number_or_null(record.grad_norm)},
+                    {"lr", number_or_null(record.lr)}});
+  }
+  if (step <= 0 && rows.size() > 5) rows.erase(rows.begin(), rows.end() - 5);
+  return rows;
+}
+
+// A stored run as a failing setup: its resolved config written back as a recipe.
+TrialSpec spec_from_run(const store::RunInfo& run, const std::string& work_dir) {
+  const auto dir = std::filesystem::path(work_dir) / "recipes";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("run-" + std::to_string(run.id) + ".toml");
+  std::ofstream(path) << "# the resolved config of stored run " << run.id << "\n" << run.config;
+  TrialSpec spec;
+  spec.config_path = path.string();
+  spec.ranks = run.ranks;
+  return spec;
+}
+
+std::vector<std::string> repro_argv(const TrialSpec& spec, const std::string& trainer) {
+  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
+  for (const auto& assignment : trial_overrides(spec)) {
+    argv.push_back("--set");
+    argv.push_back(assignment);
+  }
+  if (!spec.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(spec.resume);
+  }
+  return argv;
+}
+
+}  // namespace
+
+json spec_to_json(const TrialSpec& spec) {
+  return {{"config_path", spec.config_path},
+          {"overrides", spec.overrides},
+          {"ranks", spec.ranks},
+          {"stop_after", spec.stop_after},
+          {"data_fraction", spec.data_fraction},
+          {"resume", spec.resume},
+          {"parent", spec.parent}};
+}
+
+TrialSpec spec_from_json(const json& in) {
+  TrialSpec spec;
+  spec.config_path = in.at("config_path").get<std::string>();
+  spec.overrides = in.at("overrides").get<std::vector<std::string>>();
+  spec.ranks = in.at("ranks").get<int>();
+  spec.stop_after = in.at("stop_after").get<int64_t>();
+  spec.data_fraction = in.at("data_fraction").get<double>();
+  spec.resume = in.value("resume", "");
+  spec.parent = in.value("parent", "");
+  return spec;
+}
+
+json to_json(const Finding& finding) {
+  auto or_null = [](const std::string& text) { return text.empty() ? json() : json(text); };
+  json culprit;
+  if (finding.config_culprit) {
+    culprit = json::array();
+    for (const auto& change : *finding.config_culprit)
+      culprit.push_back(
+          {{"key", change.key}, {"baseline", change.baseline}, {"failing", change.failing}});
+  }
+  json scale;
+  if (finding.min_scale)
+    scale = {{"ranks", finding.min_scale->ranks},
+             {"steps", finding.min_scale->steps},
+             {"data_fraction", finding.min_scale->data_fraction}};
+  return {{"kind", finding.kind},
+          {"step", finding.step > 0 ? json(finding.step) : json()},
+          {"rank", finding.rank >= 0 ? json(finding.rank) : json()},
+          {"phase", or_null(finding.phase)},
+          {"where", or_null(finding.where)},
+          {"detail", finding.detail},
+          {"samples", finding.samples ? json(*finding.samples) : json()},
+          {"shards", finding.samples ? json(finding.shards) : json()},
+          {"config_culprit", culprit},
+          {"min_scale", scale},
+          {"trials", finding.trials},
+          {"trials_reused", finding.trials_reused},
+          {"steps_executed", finding.steps_executed},
+          {"evidence_run", finding.evidence_run},
+          {"evidence", finding.evidence}};
+}
+
+Isolator::Isolator(store::Store& store, TrialCache& cache, IsolateOptions options,
+                   ProgressSink progress)
+    : store_(store), cache_(cache), options_(std::move(options)), progress_(std::move(progress)) {}
+
+IsolateResult Isolator::run(const IsolateRequest& request) {
+  isolate::Context context(store_, cache_, options_, progress_, request.jobs);
+  IsolateResult result;
+  TrialSpec failing = request.failing;
+  std::optional<std::string> expected_kind;
+  if (request.from_run > 0) {
+    auto run = store_.get_run(request.from_run);
+    if (!run)
+      throw UserError("no run " + std::to_string(request.from_run) + " in the store", store_.path(),
+                      "`faultline runs` lists the stored runs");
+    auto failure = isolate::primary_failure([&] {
+      std::vector<detectors::Failure> failures;
+      for (const auto& f : run->failures) failures.push_back({f.kind, f.step, f.rank, f.detail});
+      return failures;
+    }());
+    if (run->verdict != "fail" || !failure)
+      throw UserError(
+          "run " + std::to_string(run->id) + " did not fail (verdict '" + run->verdict + "')",
+          "--run", "choose a failing run: `faultline runs` shows verdicts");
+    failing = spec_from_run(*run, options_.work_dir);
+    expected_kind = failure->kind;
+  }
+  json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
+                {"phase", "reproduce"}};
+  result.search_id = store_.create_search("isolate", state.dump());
+  auto checkpoint = [&](const std::string& phase, store::SearchStatus status) {
+    state["phase"] = phase;
+    state["trials"] = context.trials;
+    state["steps_executed"] = context.steps_executed;
+    store_.update_search(result.search_id, state.dump(), status);
+  };
+
+  // 1. reproduce
+  std::string why_not;
+  auto reproduction = isolate::reproduce(context, failing, expected_kind, why_not);
+  if (!reproduction) {
+    result.message = why_not;
+    checkpoint("not reproduced", store::SearchStatus::Done);
+    return result;
+  }
+  // 2. scale down
+  checkpoint("scale", store::SearchStatus::Running);
+  auto scaled = isolate::scale_down(context, *reproduction);
+  Finding& finding = result.finding;
+  finding.kind = reproduction->failure.kind;
+  finding.rank = reproduction->failure.rank;
+  finding.detail = reproduction->failure.detail;
+  finding.min_scale = scaled.scale;
+  finding.step = scaled.local_failure.step;
+  // 3-4. steps, then inside the step
+  if (request.scope != IsolateScope::Config) {
+    checkpoint("steps", store::SearchStatus::Running);
+    auto location = isolate::locate_step(context, scaled.local_spec, scaled.local_outcome,
+                                         scaled.local_failure);
+    finding.step = location.step;
+    finding.phase = location.phase;
+    finding.where = location.where;
+    if (!location.detail.empty()) finding.detail = location.detail;
+    if (request.scope != IsolateScope::Steps) {
+      checkpoint("samples", store::SearchStatus::Running);
+      auto samples = isolate::locate_samples(context, scaled.local_spec, scaled.local_outcome,
+                                             location, finding.kind);
+      finding.samples = samples.samples;
+      finding.shards = samples.shards;
+    }
+  }
+  // 5. config
+  if (request.baseline &&
+      (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
+    checkpoint("config", store::SearchStatus::Running);
+    finding.config_culprit = isolate::config_culprit(context, failing, *request.baseline,
+                                                     scaled.scale, scaled.local_failure);
+  }
+  // 6. the finding
+  finding.repro = scaled.repro_spec;
+  finding.evidence_run = scaled.repro_outcome.run_id;
+  auto repro_failure = isolate::failure_of(scaled.repro_outcome, finding.kind);
+  finding.evidence = {{"run", scaled.repro_outcome.run_id},
+                      {"failure_step", repro_failure ? json(repro_failure->step) : json()},
+                      {"host", host_facts(store_, scaled.repro_outcome.run_id)},
+                      {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
+                      {"failing_run", reproduction->outcome.run_id}};
+  finding.trials = context.trials;
+  finding.trials_reused = context.trials_reused;
+  finding.steps_executed = context.steps_executed;
+  store::FindingInfo info;
+  info.kind = finding.kind;
+  info.fields_json = to_json(finding).dump();
+  info.repro_json = json{{"spec", spec_to_json(finding.repro)},
+                         {"argv", repro_argv(finding.repro, options_.trainer)}}
+                        .dump();
+  info.search_id = result.search_id;
+  result.finding_id = store_.add_finding(info);
+  state["finding_id"] = result.finding_id;
+  checkpoint("done", store::SearchStatus::Done);
+  result.status = IsolateStatus::Localized;
+  return result;
+}
+
+std::vector<std::string> repro_command(const TrialSpec& spec, const std::string& trainer) {
+  return repro_argv(spec, trainer);
+}
+
+}  // namespace faultline::harness

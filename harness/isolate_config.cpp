@@ -1,0 +1,105 @@
+// Phase 5: with a setup known to be good, ddmin over the config keys where the failing setup
+// differs from it: the 1-minimal set of changes that, applied to the baseline, brings the
+// failure back. Trials run at the minimal scale found before.
+#include <algorithm>
+#include <map>
+
+#include "bisect/ddmin.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "harness/isolate_phases.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::harness::isolate {
+
+namespace {
+
+// Keys that change how a run is watched or cut, not what it computes.
+bool ignored_key(const std::string& key) {
+  static const std::vector<std::string> ignored = {
+      "train.stop_after", "train.log_every", "train.checkpoint_every",
+      "dist.timeout_s",   "dist.ranks",      "data.fraction"};
+  return key.rfind("probe.", 0) == 0 ||
+         std::find(ignored.begin(), ignored.end(), key) != ignored.end();
+}
+
+std::map<std::string, std::string> resolved_keys(const TrialSpec& spec) {
+  const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
+  std::map<std::string, std::string> keys;
+  for (const auto& line : split(config.canonical, '\n')) {
+    const auto equals = line.find(" = ");
+    if (equals == std::string::npos) continue;
+    keys[line.substr(0, equals)] = line.substr(equals + 3);
+  }
+  return keys;
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
+                                         const TrialSpec& baseline, const Scale& scale,
+                                         const detectors::Failure& failure) {
+  const auto bad = resolved_keys(failing);
+  const auto good = resolved_keys(baseline);
+  std::vector<ConfigChange> differences;
+  for (const auto& [key, value] : bad) {
+    if (ignored_key(key)) continue;
+    auto it = good.find(key);
+    if (it != good.end() && it->second != value) differences.push_back({key, it->second, value});
+  }
+  if (differences.empty()) {
+    throw UserError("the baseline computes the same thing as the failing setup",
+                    baseline.config_path,
+                    "a baseline must differ in a config key (--baseline-set optim.lr=3e-3)");
+  }
+  const auto full = trainer::load_train_config(failing.config_path, failing.overrides);
+  const int64_t horizon =
+      failure.step > 0 ? std::min(full.train.steps, std::max(2 * failure.step, failure.step + 10))
+                       : full.train.steps;
+  const int accumulate = std::max(1, failing.ranks / std::max(1, scale.ranks));
+
+  // The baseline with `changes` applied, at the minimal scale.
+  auto trial = [&](const std::vector<size_t>& changes) {
+    TrialSpec spec = baseline;
+    for (size_t index : changes)
+      spec.overrides.push_back(differences[index].key + "=" + differences[index].failing);
+    if (accumulate > 1) {
+      const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
+      spec.overrides.push_back("train.grad_accum=" +
+                               std::to_string(config.train.grad_accum * accumulate));
+    }
+    spec.ranks = scale.ranks;
+    spec.data_fraction = scale.data_fraction;
+    spec.stop_after = horizon;
+    return spec;
+  };
+  auto observe = [&](const Outcome& outcome) {
+    if (shows(outcome, failure.kind)) return bisect::Observation::Bad;
+    return outcome.verdict == Verdict::Pass ? bisect::Observation::Good : bisect::Observation::Skip;
+  };
+
+  context.begin_phase("config: baseline", 1);
+  const Outcome base = context.run(trial({}));
+  if (observe(base) != bisect::Observation::Good) {
+    throw UserError("the baseline does not pass at the minimal scale (run " +
+                        std::to_string(base.run_id) + ": " + to_string(base.verdict) + ")",
+                    baseline.config_path, "give a baseline known to train cleanly");
+  }
+  context.begin_phase("config: ddmin over " + std::to_string(differences.size()) + " keys",
+                      static_cast<int64_t>(2 * differences.size()));
+  bisect::Ddmin search(differences.size());
+  while (!search.done()) {
+    auto proposals = search.next(static_cast<size_t>(std::max(1, context.jobs())));
+    if (proposals.empty()) break;
+    std::vector<TrialSpec> specs;
+    for (const auto& subset : proposals) specs.push_back(trial(subset));
+    auto outcomes = context.run(specs);
+    for (size_t i = 0; i < proposals.size(); ++i)
+      search.observe(proposals[i], observe(outcomes[i]));
+  }
+  std::vector<ConfigChange> culprit;
+  for (size_t index : search.failing_subset()) culprit.push_back(differences[index]);
+  return culprit;
+}
+
+}  // namespace faultline::harness::isolate

@@ -1,0 +1,98 @@
+// Replays a finding and compares the new run with its evidence run, record by record.
+#include "harness/repro.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "harness/isolate.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+using nlohmann::json;
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+bool same_bits(const std::optional<double>& a, const std::optional<double>& b) {
+  return a.has_value() == b.has_value() && (!a || same_bits(*a, *b));
+}
+
+bool records_equal(const StepRecord& a, const StepRecord& b) {
+  return a.rank == b.rank && a.step == b.step && same_bits(a.loss, b.loss) &&
+         same_bits(a.grad_norm, b.grad_norm) && same_bits(a.lr, b.lr) &&
+         same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
+}
+
+json start_facts(store::Store& store, int64_t run_id) {
+  for (const auto& event : store.events(run_id)) {
+    if (event.name != "start" || event.rank != 0) continue;
+    auto start = json::parse(event.json, nullptr, false);
+    return start.is_discarded() ? json::object() : start;
+  }
+  return json::object();
+}
+
+}  // namespace
+
+ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
+                              const store::FindingInfo& finding) {
+  const json repro = json::parse(finding.repro_json);
+  const json fields = json::parse(finding.fields_json);
+  TrialSpec spec = spec_from_json(repro.at("spec"));
+  spec.parent = "repro:F" + std::to_string(finding.id);
+  ReproReport report;
+  report.evidence_run = fields.value("evidence_run", int64_t{0});
+  report.tolerance = kReproTolerance;
+
+  Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
+  if (outcome.verdict == Verdict::InfraError)
+    throw InfraError("the reproduction could not run: " + outcome.infra_detail);
+  report.run_id = outcome.run_id;
+  const auto& evidence = fields.at("evidence");
+  const json expected_step = evidence.value("failure_step", json());
+  for (const auto& failure : outcome.failures) {
+    if (failure.kind != finding.kind) continue;
+    report.failure_step = failure.step;
+    report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
+  }
+
+  const auto before = store.steps(report.evidence_run);
+  const auto now = store.steps(outcome.run_id);
+  bool identical = before.size() == now.size() && !before.empty();
+  std::map<std::pair<int, int64_t>, double> old_loss;
+  for (const auto& record : before) old_loss[{record.rank, record.step}] = record.loss;
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (identical && !records_equal(before[i], now[i])) identical = false;
+    auto it = old_loss.find({now[i].rank, now[i].step});
+    if (it == old_loss.end() || !std::isfinite(it->second) || !std::isfinite(now[i].loss)) continue;
+    const double scale = std::max(std::fabs(it->second), 1e-12);
+    report.max_rel_loss_diff =
+        std::max(report.max_rel_loss_diff, std::fabs(now[i].loss - it->second) / scale);
+  }
+  const auto old_prints = store.fingerprints(report.evidence_run);
+  const auto new_prints = store.fingerprints(outcome.run_id);
+  identical = identical && old_prints.size() == new_prints.size();
+  for (size_t i = 0; identical && i < new_prints.size(); ++i)
+    identical =
+        old_prints[i].hash == new_prints[i].hash && old_prints[i].step == new_prints[i].step;
+  report.bitwise_identical = identical;
+  report.within_tolerance = report.max_rel_loss_diff <= report.tolerance;
+
+  const json old_facts = start_facts(store, report.evidence_run);
+  const json new_facts = start_facts(store, outcome.run_id);
+  for (const char* key :
+       {"cpu", "blas", "blas_kernel", "blas_threads", "threads", "torch_version", "backend"}) {
+    const json a = old_facts.value(key, json()), b = new_facts.value(key, json());
+    if (a != b)
+      report.differing_facts.push_back(std::string(key) + ": " + a.dump() + " -> " + b.dump());
+  }
+  return report;
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,128 @@
+// The trial cache: identity and hash of a spec, Outcome <-> JSON, and reuse of stored results.
+#include "harness/trial_cache.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/hash.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+// XXH64 of a file's bytes, "" when it cannot be read (then the path alone identifies it).
+std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  Hasher hasher;
+  char buffer[1 << 16];
+  while (in) {
+    in.read(buffer, sizeof buffer);
+    hasher.update(buffer, static_cast<size_t>(in.gcount()));
+  }
+  return hex64(hasher.digest());
+}
+
+Verdict verdict_from_string(const std::string& text) {
+  for (Verdict verdict : {Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::InfraError})
+    if (text == to_string(verdict)) return verdict;
+  throw std::invalid_argument("unknown verdict '" + text + "' in a stored trial");
+}
+
+nlohmann::json optional_number(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::optional<double> read_optional(const nlohmann::json& json, const char* key) {
+  if (!json.contains(key) || json.at(key).is_null()) return std::nullopt;
+  return json.at(key).get<double>();
+}
+
+}  // namespace
+
+nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
+                              const std::string& judge) {
+  return {{"v", 1},
+          {"config_path", spec.config_path},
+          {"config_digest", file_digest(spec.config_path)},
+          {"overrides", spec.overrides},
+          {"ranks", spec.ranks},
+          {"stop_after", spec.stop_after},
+          {"data_fraction", spec.data_fraction},
+          {"resume", spec.resume},
+          {"resume_digest", spec.resume.empty() ? "" : file_digest(spec.resume)},
+          {"trainer", trainer},
+          {"trainer_digest", file_digest(trainer)},
+          {"judge_digest", hex64(hash_text(judge))}};
+}
+
+std::string trial_hash(const nlohmann::json& identity) {
+  return hex64(hash_text(identity.dump()));
+}
+
+nlohmann::json to_json(const Outcome& outcome) {
+  nlohmann::json failures = nlohmann::json::array();
+  for (const auto& failure : outcome.failures)
+    failures.push_back({{"kind", failure.kind},
+                        {"step", failure.step},
+                        {"rank", failure.rank},
+                        {"detail", failure.detail}});
+  return {{"verdict", to_string(outcome.verdict)},
+          {"failures", failures},
+          {"run_id", outcome.run_id},
+          {"infra_detail", outcome.infra_detail},
+          {"out_dir", outcome.out_dir},
+          {"last_step", outcome.last_step},
+          {"steps_run", outcome.steps_run},
+          {"first_loss", optional_number(outcome.first_loss)},
+          {"last_loss", optional_number(outcome.last_loss)},
+          {"tokens_per_s", outcome.tokens_per_s},
+          {"wall_s", outcome.wall_s}};
+}
+
+Outcome outcome_from_json(const nlohmann::json& json) {
+  Outcome outcome;
+  outcome.verdict = verdict_from_string(json.at("verdict").get<std::string>());
+  for (const auto& failure : json.at("failures"))
+    outcome.failures.push_back({failure.at("kind").get<std::string>(),
+                                failure.at("step").get<int64_t>(), failure.at("rank").get<int>(),
+                                failure.at("detail").get<std::string>()});
+  outcome.run_id = json.at("run_id").get<int64_t>();
+  outcome.infra_detail = json.at("infra_detail").get<std::string>();
+  outcome.out_dir = json.at("out_dir").get<std::string>();
+  outcome.last_step = json.at("last_step").get<int64_t>();
+  outcome.steps_run = json.value("steps_run", int64_t{0});
+  outcome.first_loss = read_optional(json, "first_loss");
+  outcome.last_loss = read_optional(json, "last_loss");
+  outcome.tokens_per_s = json.at("tokens_per_s").get<double>();
+  outcome.wall_s = json.at("wall_s").get<double>();
+  return outcome;
+}
+
+TrialCache::TrialCache(store::Store& store, TrialRunner& runner, std::string trainer,
+                       std::string judge)
+    : store_(store), runner_(runner), trainer_(std::move(trainer)), judge_(std::move(judge)) {}
+
+CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
+  const nlohmann::json identity = trial_identity(spec, trainer_, judge_);
+  const std::string hash = trial_hash(identity);
+  if (use == CacheUse::Reuse) {
+    if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
+      Outcome outcome = outcome_from_json(nlohmann::json::parse(*stored->outcome_json));
+      // A reused trial's files must still be there: later trials resume from its checkpoints.
+      if (std::filesystem::exists(outcome.out_dir)) {
+        ++trials_reused_;
+        return {outcome, true};
+      }
+    }
+  }
+  Outcome outcome = runner_.run(spec);
+  ++trials_run_;
+  steps_executed_ += outcome.steps_run;
+  if (!outcome.interrupted && outcome.verdict != Verdict::InfraError)
+    store_.put_trial(hash, identity.dump(), to_json(outcome).dump(), outcome.run_id);
+  return {outcome, false};
+}
+
+}  // namespace faultline::harness

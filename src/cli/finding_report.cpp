@@ -1,0 +1,177 @@
+// Findings on screen and as JSON; `faultline findings` and `faultline repro`.
+#include "cli/finding_report.hpp"
+
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "cli/run_commands.hpp"
+#include "cli/run_context.hpp"
+#include "common/error.hpp"
+#include "harness/local_launcher.hpp"
+#include "harness/repro.hpp"
+
+namespace faultline::cli {
+
+using nlohmann::json;
+
+json finding_document(const store::FindingInfo& finding) {
+  const json fields = json::parse(finding.fields_json);
+  const json repro = json::parse(finding.repro_json);
+  json doc = {{"finding_id", finding.id}};
+  for (const char* key : {"kind", "step", "rank", "phase", "where", "samples", "shards",
+                          "config_culprit", "min_scale", "trials", "steps_executed"})
+    doc[key] = fields.value(key, json());
+  doc["repro"] = repro.value("argv", json());
+  doc["detail"] = fields.value("detail", json());
+  doc["created_at"] = finding.created_at;
+  return doc;
+}
+
+namespace {
+std::string text_of(const json& value) {
+  if (value.is_null()) return "-";
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump();
+}
+}  // namespace
+
+void print_finding(const store::FindingInfo& finding) {
+  const json doc = finding_document(finding);
+  fmt::print("finding F{}: {} at step {}", finding.id, finding.kind, text_of(doc["step"]));
+  if (!doc["rank"].is_null()) fmt::print(" on rank {}", text_of(doc["rank"]));
+  fmt::print("\n");
+  if (!doc["phase"].is_null() || !doc["where"].is_null())
+    fmt::print("  where:    {} in {}\n", text_of(doc["where"]), text_of(doc["phase"]));
+  fmt::print("  detail:   {}\n", text_of(doc["detail"]));
+  if (!doc["samples"].is_null())
+    fmt::print("  samples:  {} (shards {})\n", text_of(doc["samples"]), text_of(doc["shards"]));
+  if (doc["config_culprit"].is_array()) {
+    for (const auto& change : doc["config_culprit"])
+      fmt::print("  config:   {} = {} (baseline {})\n", text_of(change["key"]),
+                 text_of(change["failing"]), text_of(change["baseline"]));
+  }
+  if (doc["min_scale"].is_object())
+    fmt::print("  smallest: {} rank(s) x {} steps x {:g} of the data\n",
+               text_of(doc["min_scale"]["ranks"]), text_of(doc["min_scale"]["steps"]),
+               doc["min_scale"]["data_fraction"].get<double>());
+  fmt::print("  cost:     {} trials, {} trainer steps\n", text_of(doc["trials"]),
+             text_of(doc["steps_executed"]));
+  std::string command;
+  for (const auto& arg : doc["repro"]) command += (command.empty() ? "" : " ") + text_of(arg);
+  fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, command);
+}
+
+std::optional<int64_t> finding_reference(const std::string& text) {
+  if (text.size() < 2 || (text[0] != 'F' && text[0] != 'f')) return std::nullopt;
+  for (size_t i = 1; i < text.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return std::nullopt;
+  return std::stoll(text.substr(1));
+}
+
+namespace {
+
+store::FindingInfo load_finding(store::Store& store, const std::string& reference) {
+  auto id = finding_reference(reference);
+  if (!id && !reference.empty() &&
+      std::all_of(reference.begin(), reference.end(), [](char c) { return std::isdigit(c); }))
+    id = std::stoll(reference);
+  if (!id)
+    throw UserError("'" + reference + "' is not a finding", "FINDING",
+                    "give a finding id such as F3 (see `faultline findings`)");
+  auto finding = store.get_finding(*id);
+  if (!finding)
+    throw UserError("no finding F" + std::to_string(*id), store.path(), "see `faultline findings`");
+  return *finding;
+}
+
+struct ReproArgs {
+  RunContextOptions context;
+  std::string finding;
+};
+
+int run_repro(const ReproArgs& args) {
+  auto store = open_store(args.context);
+  const auto finding = load_finding(store, args.finding);
+  harness::LocalLauncher launcher;
+  auto options = runner_options(args.context);
+  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
+  harness::ReproReport report;
+  try {
+    report = harness::reproduce_finding(store, cache, finding);
+  } catch (const harness::InfraError& error) {
+    fmt::print(stderr, "faultline repro: infrastructure error: {}\n", error.what());
+    return static_cast<int>(ExitCode::Infra);
+  }
+  if (args.context.json) {
+    fmt::print("{}\n",
+               json{{"finding_id", finding.id},
+                    {"reproduced", report.reproduced},
+                    {"bitwise_identical", report.bitwise_identical},
+                    {"run_id", report.run_id},
+                    {"evidence_run", report.evidence_run},
+                    {"failure_step", report.failure_step >= 0 ? json(report.failure_step) : json()},
+                    {"differing_facts", report.differing_facts},
+                    {"max_rel_loss_diff", report.max_rel_loss_diff},
+                    {"within_tolerance", report.within_tolerance}}
+                   .dump());
+  } else {
+    fmt::print("finding F{}: {} (run {} against evidence run {})\n", finding.id,
+               report.reproduced ? "reproduced" : "NOT reproduced", report.run_id,
+               report.evidence_run);
+    fmt::print("  bitwise identical: {}\n", report.bitwise_identical ? "yes" : "no");
+    for (const auto& fact : report.differing_facts) fmt::print("  differs: {}\n", fact);
+    if (!report.bitwise_identical)
+      fmt::print("  largest relative loss difference {:.3g} ({} the tolerance {:g})\n",
+                 report.max_rel_loss_diff, report.within_tolerance ? "within" : "beyond",
+                 report.tolerance);
+  }
+  return static_cast<int>(report.reproduced ? ExitCode::Ok : ExitCode::NotReproduced);
+}
+
+}  // namespace
+
+void add_finding_commands(CLI::App& app, int& exit_code) {
+  auto list_args = std::make_shared<RunContextOptions>();
+  auto limit = std::make_shared<int>(20);
+  auto* findings = app.add_subcommand("findings", "stored findings, newest first");
+  findings->add_option("--db", list_args->db, "SQLite store");
+  findings->add_option("-n,--limit", *limit, "how many");
+  findings->add_flag("--json", list_args->json, "print one JSON document");
+  findings->callback([list_args, limit] {
+    auto store = store::Store::open(resolve_db_path(list_args->db));
+    json out = json::array();
+    for (const auto& finding : store.list_findings(*limit)) {
+      json doc = finding_document(finding);
+      if (list_args->json) {
+        out.push_back(doc);
+        continue;
+      }
+      fmt::print("F{:<4} {:<13} step {:>6}  {:<24} {}\n", finding.id, finding.kind,
+                 text_of(doc["step"]), text_of(doc["where"]), finding.created_at);
+    }
+    if (list_args->json) fmt::print("{}\n", json{{"findings", out}}.dump());
+  });
+
+  auto repro_args = std::make_shared<ReproArgs>();
+  auto* repro = app.add_subcommand("repro", "re-run a finding's minimal reproduction and compare");
+  repro->add_option("FINDING", repro_args->finding, "finding id, e.g. F3")->required();
+  add_context_options(*repro, repro_args->context);
+  repro->callback([repro_args, &exit_code] { exit_code = run_repro(*repro_args); });
+}
+
+void show_finding(const std::string& db, const std::string& reference, bool as_json) {
+  auto store = store::Store::open(resolve_db_path(db));
+  const auto finding = load_finding(store, reference);
+  if (as_json) {
+    json doc = finding_document(finding);
+    doc["evidence"] = json::parse(finding.fields_json).value("evidence", json());
+    fmt::print("{}\n", doc.dump());
+  } else {
+    print_finding(finding);
+  }
+}
+
+}  // namespace faultline::cli

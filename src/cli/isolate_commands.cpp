@@ -1,0 +1,169 @@
+// The search commands: parse, build the request, run the Isolator with a progress line per
+// trial on stderr, print a short summary (or one JSON document), set the exit code.
+#include "cli/isolate_commands.hpp"
+
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/finding_report.hpp"
+#include "cli/run_commands.hpp"
+#include "cli/run_context.hpp"
+#include "common/error.hpp"
+#include "harness/isolate.hpp"
+#include "harness/local_launcher.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct IsolateArgs {
+  RunContextOptions context;
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string baseline;
+  std::vector<std::string> baseline_overrides;
+  int64_t run = 0;
+  int jobs = 1;
+  int ranks = 0;
+};
+
+harness::TrialSpec failing_spec(const IsolateArgs& args) {
+  harness::TrialSpec spec;
+  if (args.config.empty()) return spec;
+  spec.config_path = std::filesystem::absolute(args.config).string();
+  spec.overrides = args.overrides;
+  const auto recipe = trainer::load_train_config(spec.config_path, spec.overrides);
+  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
+  spec.parent = "isolate";
+  return spec;
+}
+
+std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
+                                                const harness::TrialSpec& failing) {
+  if (args.baseline.empty() && args.baseline_overrides.empty()) return std::nullopt;
+  harness::TrialSpec spec = failing;
+  if (!args.baseline.empty()) {
+    spec.config_path = std::filesystem::absolute(args.baseline).string();
+    spec.overrides.clear();
+  }
+  spec.overrides.insert(spec.overrides.end(), args.baseline_overrides.begin(),
+                        args.baseline_overrides.end());
+  trainer::load_train_config(spec.config_path, spec.overrides);  // bad input: report it now
+  spec.parent = "isolate:baseline";
+  return spec;
+}
+
+void print_progress(const harness::Progress& progress) {
+  if (progress.trial == 0) {
+    fmt::print(stderr, "faultline isolate: {} ...\n", progress.phase);
+    return;
+  }
+  fmt::print(stderr, "faultline isolate: {}: trial {} of ~{}: {}; {} trainer steps so far\n",
+             progress.phase, progress.trial, progress.expected_trials, progress.note,
+             progress.steps);
+}
+
+int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
+  if (args.config.empty() && args.run == 0)
+    throw UserError("nothing to isolate", "-c/--run", "give a failing recipe (-c) or a stored run");
+  if (args.jobs < 1)
+    throw UserError("--jobs " + std::to_string(args.jobs) + " is out of range", "--jobs",
+                    "give at least 1");
+  harness::IsolateRequest request;
+  request.failing = failing_spec(args);
+  request.baseline = baseline_spec(args, request.failing);
+  if (scope == harness::IsolateScope::Config && !request.baseline)
+    throw UserError("bisect config needs a baseline", "--baseline",
+                    "give --baseline CFG or --baseline-set key=value");
+  request.from_run = args.run;
+  request.scope = scope;
+  request.jobs = args.jobs;
+
+  auto store = open_store(args.context);
+  harness::LocalLauncher launcher;
+  auto options = runner_options(args.context);
+  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
+  harness::IsolateOptions isolate_options;
+  isolate_options.trainer = options.trainer;
+  isolate_options.work_dir = options.work_dir;
+  harness::Isolator isolator(store, cache, isolate_options, print_progress);
+  harness::IsolateResult result;
+  try {
+    result = isolator.run(request);
+  } catch (const harness::Interrupted&) {
+    fmt::print(stderr,
+               "faultline isolate: interrupted; finished trials are stored, and running the "
+               "same command again resumes without repeating them\n");
+    return static_cast<int>(ExitCode::Infra);
+  } catch (const harness::InfraError& error) {
+    fmt::print(stderr, "faultline isolate: infrastructure error: {}\n", error.what());
+    return static_cast<int>(ExitCode::Infra);
+  }
+  if (result.status == harness::IsolateStatus::NotReproduced) {
+    if (args.context.json)
+      fmt::print(
+          "{}\n",
+          json{{"finding_id", nullptr}, {"reproduced", false}, {"message", result.message}}.dump());
+    else
+      fmt::print("not reproduced: {}\n", result.message);
+    return static_cast<int>(ExitCode::NotReproduced);
+  }
+  auto finding = store.get_finding(result.finding_id);
+  if (args.context.json)
+    fmt::print("{}\n", finding_document(*finding).dump());
+  else
+    print_finding(*finding);
+  return static_cast<int>(ExitCode::Ok);
+}
+
+void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline) {
+  command.add_option("-c,--config", args.config, "the failing trainer recipe (TOML)");
+  command.add_option("--set", args.overrides, "override a recipe key: section.key=value");
+  command.add_option("--ranks", args.ranks, "ranks of the failing run (default: dist.ranks)");
+  command.add_option("--run", args.run, "start from this stored failing run instead of -c");
+  command.add_option("--jobs", args.jobs, "trials a search may propose at once");
+  if (with_baseline) {
+    command.add_option("--baseline", args.baseline, "a recipe known to be good");
+    command.add_option("--baseline-set", args.baseline_overrides,
+                       "the failing recipe with these keys is known to be good");
+  }
+  add_context_options(command, args.context);
+}
+
+}  // namespace
+
+CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
+  auto isolate_args = std::make_shared<IsolateArgs>();
+  auto* isolate = app.add_subcommand(
+      "isolate", "find where a failing setup breaks: scale, step, module, samples, config");
+  add_search_options(*isolate, *isolate_args, true);
+  isolate->callback([isolate_args, &exit_code] {
+    exit_code = run_isolate(*isolate_args, harness::IsolateScope::All);
+  });
+
+  auto* bisect = app.add_subcommand("bisect", "one search axis alone");
+  bisect->require_subcommand(1);
+  const std::vector<std::tuple<const char*, const char*, harness::IsolateScope>> axes = {
+      {"steps", "the first bad step and where in it", harness::IsolateScope::Steps},
+      {"data", "the first bad step and the samples and shards it needs",
+       harness::IsolateScope::Data},
+      {"config", "the 1-minimal config change from a baseline", harness::IsolateScope::Config}};
+  for (const auto& [name, help, scope] : axes) {
+    auto args = std::make_shared<IsolateArgs>();
+    auto* axis = bisect->add_subcommand(name, help);
+    add_search_options(*axis, *args, scope == harness::IsolateScope::Config);
+    axis->callback([args, scope = scope, &exit_code] { exit_code = run_isolate(*args, scope); });
+  }
+  add_finding_commands(app, exit_code);
+  return bisect;
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,26 @@
+// Runs the faultline CLI for end-to-end tests.
+#include "support/cli.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace faultline::testing {
+
+Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s,
+                  std::function<bool()> kill_when) {
+  static const std::vector<std::string> trainer_commands = {"train", "smoke", "isolate", "bisect",
+                                                            "repro"};
+  const bool runs_trainer = std::find(trainer_commands.begin(), trainer_commands.end(),
+                                      args.front()) != trainer_commands.end();
+  args.insert(args.begin(), FAULTLINE_BIN);
+  args.insert(args.end(), {"--db", dir + "/faultline.db"});
+  if (runs_trainer)
+    args.insert(args.end(), {"--work-dir", dir + "/runs", "--trainer", FAULTLINE_TRAIN_BIN});
+  Cli cli{run_process({args, {}, timeout_s, std::move(kill_when)}), nullptr};
+  std::istringstream lines(cli.result.output);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);
+  return cli;
+}
+
+}  // namespace faultline::testing
