@@ -81,35 +81,39 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction) {
     }
   }
 
-  // Data: first-bad over growing fractions of the recipe's own, which is known to fail.
+  // Data: the smallest fraction first (a fault that needs no particular sample shows there, in
+  // one trial), then first-bad over the fractions between it and the recipe's own.
   const double full = config.data.fraction;
   std::vector<double> fractions;
   for (double share : {0.01, 0.05, 0.25})
     if (full * share >= 1e-6) fractions.push_back(full * share);
   fractions.push_back(full);
-  bisect::FirstBad search(fractions.size(),
-                          {bisect::LastCandidate::KnownBad, bisect::BeforeFirst::Unknown});
+  const int64_t data_stop = result.local_failure.step > 0 ? result.local_failure.step : stop;
+  auto data_trial = [&](size_t point) {
+    TrialSpec spec = result.local_spec;
+    spec.data_fraction = fractions[point];
+    spec.stop_after = data_stop;
+    return spec;
+  };
   context.begin_phase("scale: data",
                       static_cast<int64_t>(std::ceil(std::log2(fractions.size()))) + 1);
   std::map<size_t, Outcome> seen;
-  while (!search.done()) {
+  bisect::FirstBad search(fractions.size(),
+                          {bisect::LastCandidate::KnownBad, bisect::BeforeFirst::Unknown});
+  if (fractions.size() > 1) {
+    seen[0] = context.run(data_trial(0));
+    if (judge(seen[0], kind) == bisect::Observation::Bad) search = bisect::FirstBad(1);
+  }
+  while (!search.done() && search.candidate_count() > 1) {
     auto points = search.next(1);
     if (points.empty()) break;
-    std::vector<TrialSpec> specs;
     for (size_t point : points) {
-      TrialSpec spec = result.local_spec;
-      spec.data_fraction = fractions[point];
-      spec.stop_after = result.local_failure.step > 0 ? result.local_failure.step : stop;
-      specs.push_back(spec);
-    }
-    auto outcomes = context.run(specs);
-    for (size_t i = 0; i < points.size(); ++i) {
-      search.observe(points[i], judge(outcomes[i], kind));
-      seen[points[i]] = outcomes[i];
+      if (!seen.count(point)) seen[point] = context.run(data_trial(point));
+      search.observe(point, judge(seen.at(point), kind));
     }
   }
-  const auto found = search.result();
-  const size_t chosen = found.first_bad.value_or(fractions.size() - 1);
+  const size_t chosen =
+      search.candidate_count() == 1 ? 0 : search.result().first_bad.value_or(fractions.size() - 1);
   result.repro_spec = result.local_spec;
   result.repro_outcome = result.local_outcome;
   if (chosen + 1 < fractions.size() && seen.count(chosen)) {

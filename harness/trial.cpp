@@ -170,7 +170,12 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   }
   Outcome outcome;
   outcome.run_id = store_.create_run(info);
+  // Run ids restart with each store: a directory left by another store's run is not reused
+  // (its metrics file would be read as this run's).
   outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id);
+  for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
+    outcome.out_dir =
+        options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." + std::to_string(again);
   argv.push_back("--out");
   argv.push_back(outcome.out_dir);
   info.argv_json = nlohmann::json(argv).dump();
