@@ -130,6 +130,20 @@ std::vector<bisect::Commit> GitRepo::range(const std::string& bad,
   return commits;
 }
 
+std::string GitRepo::subject(const std::string& commit) const {
+  return trim(git_ok({"log", "-1", "--format=%s", commit}));
+}
+
+std::vector<std::string> GitRepo::worktrees() const {
+  std::istringstream lines(git_ok({"worktree", "list", "--porcelain"}));
+  std::vector<std::string> paths;
+  const std::string prefix = "worktree ";
+  for (std::string line; std::getline(lines, line);)
+    if (line.compare(0, prefix.size(), prefix) == 0) paths.push_back(line.substr(prefix.size()));
+  if (!paths.empty()) paths.erase(paths.begin());  // the first one is the main work tree
+  return paths;
+}
+
 void GitRepo::add_worktree(const std::string& path, const std::string& commit) const {
   std::error_code error;
   if (fs::exists(path, error)) remove_worktree(path);

@@ -24,6 +24,9 @@ class GitRepo {
   std::vector<bisect::Commit> range(const std::string& bad,
                                     const std::vector<std::string>& goods) const;
 
+  std::string subject(const std::string& commit) const;  // its message's first line
+  std::vector<std::string> worktrees() const;  // paths of every linked worktree (git worktree list)
+
   // `git worktree add --detach PATH COMMIT`. A leftover worktree at PATH (a killed run) is
   // removed first.
   void add_worktree(const std::string& path, const std::string& commit) const;

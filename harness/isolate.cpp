@@ -155,7 +155,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
   result.search_id = store_.create_search("isolate", state.dump());
-  auto checkpoint = [&](const std::string& phase, store::SearchStatus status) {
+  SearchCheckpoint checkpoint = [&](const std::string& phase, store::SearchStatus status) {
     state["phase"] = phase;
     state["trials"] = context.trials;
     state["steps_executed"] = context.steps_executed;
@@ -165,6 +165,15 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   // 1. reproduce
   std::string why_not;
   auto reproduction = isolate::reproduce(context, failing, expected_kind, why_not);
+  if (!reproduction && expected_kind) {
+    // The stored run failed; this one did not: identical runs vote on whether it is flaky.
+    if (auto flaky = isolate::vote_on_reproduction(context, failing, *expected_kind)) {
+      result.finding.kind = flaky->kind;
+      result.finding.detail = flaky->detail;
+      result.finding.repro = failing;
+      return store_finding(context, result, state, checkpoint, {});
+    }
+  }
   if (!reproduction) {
     result.message = why_not;
     checkpoint("not reproduced", store::SearchStatus::Done);
@@ -179,8 +188,18 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   finding.detail = reproduction->failure.detail;
   finding.min_scale = scaled.scale;
   finding.step = scaled.local_failure.step;
+  // 2b. replays are only worth something if identical trials agree
+  checkpoint("determinism", store::SearchStatus::Running);
+  if (auto differs = isolate::check_determinism(context, scaled)) {
+    finding.kind = differs->kind;
+    finding.step = differs->step;
+    finding.rank = differs->rank;
+    finding.detail = differs->detail + "; the run failed with " + reproduction->failure.kind +
+                     " at step " + std::to_string(reproduction->failure.step) +
+                     ", but a search over replays cannot be trusted";
+  }
   // 3-4. steps, then inside the step
-  if (request.scope != IsolateScope::Config) {
+  if (request.scope != IsolateScope::Config && finding.kind != "nondeterministic") {
     checkpoint("steps", store::SearchStatus::Running);
     auto location = isolate::locate_step(context, scaled.local_spec, scaled.local_outcome,
                                          scaled.local_failure);
@@ -212,6 +231,13 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                       {"host", host_facts(store_, scaled.repro_outcome.run_id)},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
                       {"failing_run", reproduction->outcome.run_id}};
+  return store_finding(context, result, state, checkpoint, {});
+}
+
+IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& result, json& state,
+                                      const SearchCheckpoint& checkpoint, const std::string& note) {
+  Finding& finding = result.finding;
+  if (!note.empty()) finding.detail += note;
   finding.trials = context.trials;
   finding.trials_reused = context.trials_reused;
   finding.steps_executed = context.steps_executed;

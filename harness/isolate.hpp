@@ -16,6 +16,7 @@
 
 #include "harness/trial.hpp"
 #include "harness/trial_cache.hpp"
+#include "store/store.hpp"
 
 namespace faultline::harness {
 
@@ -97,12 +98,21 @@ struct IsolateOptions {
   int64_t checkpoints_per_run = 10;  // checkpoint_every = ceil(steps / this)
 };
 
+namespace isolate {
+class Context;
+}
+
 class Isolator {
  public:
   Isolator(store::Store& store, TrialCache& cache, IsolateOptions options, ProgressSink progress);
   IsolateResult run(const IsolateRequest& request);
 
  private:
+  using SearchCheckpoint = std::function<void(const std::string&, store::SearchStatus)>;
+  IsolateResult store_finding(isolate::Context& context, IsolateResult& result,
+                              nlohmann::json& state, const SearchCheckpoint& checkpoint,
+                              const std::string& note);
+
   store::Store& store_;
   TrialCache& cache_;
   IsolateOptions options_;

@@ -20,13 +20,13 @@ void Context::begin_phase(const std::string& phase, int64_t expected_trials) {
   if (progress_) progress_({phase_, 0, expected_, steps_executed, "started"});
 }
 
-std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs) {
+std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse use) {
   // Trials run one after another: the trial runner and its store handle are single-threaded.
   // `jobs` only widens what the searches propose per round (see docs/search.md).
   (void)jobs_;
   std::vector<Outcome> outcomes;
   for (const auto& spec : specs) {
-    CachedOutcome result = cache_.run(spec);
+    CachedOutcome result = cache_.run(spec, use);
     ++trials;
     ++phase_trials_;
     if (result.from_cache) {

@@ -18,8 +18,12 @@ class Context {
           const ProgressSink& progress, int jobs);
   void begin_phase(const std::string& phase, int64_t expected_trials);
   // Runs specs (up to `jobs` at a time), in order of the returned outcomes.
-  std::vector<Outcome> run(const std::vector<TrialSpec>& specs);
+  std::vector<Outcome> run(const std::vector<TrialSpec>& specs, CacheUse use = CacheUse::Reuse);
   Outcome run(const TrialSpec& spec) { return run(std::vector<TrialSpec>{spec}).at(0); }
+  // Runs it again even when a stored result exists (votes over identical trials).
+  Outcome run_again(const TrialSpec& spec) {
+    return run(std::vector<TrialSpec>{spec}, CacheUse::Rerun).at(0);
+  }
   int jobs() const { return jobs_; }
 
   store::Store& store;
@@ -68,6 +72,13 @@ struct ScaledDown {
   Outcome repro_outcome;
 };
 ScaledDown scale_down(Context& context, const Reproduction& reproduction);
+
+// 2b. Identical trials agree: a prefix of the minimal reproduction, run again, must be bitwise
+// the same (else a `nondeterministic` failure), and a stored failure that did not come back is
+// voted on over identical re-runs (a `nondeterministic` failure when they disagree).
+std::optional<detectors::Failure> check_determinism(Context& context, const ScaledDown& scaled);
+std::optional<detectors::Failure> vote_on_reproduction(Context& context, const TrialSpec& spec,
+                                                       const std::string& kind);
 
 // 3. The first bad step, and for a non-finite value its phase and module (full probes replayed
 // in the window before the step only).

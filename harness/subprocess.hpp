@@ -11,12 +11,12 @@
 namespace faultline::harness {
 
 struct CommandSpec {
-  std::vector<std::string> argv;           // argv[0]: a path, or a name looked up in PATH
-  std::string cwd;                         // "" : the harness's own
-  std::map<std::string, std::string> env;  // added to the harness's environment
-  std::string output_path;                 // stdout (and stderr) go here ("": discarded)
-  std::string error_path;                  // "": stderr goes with stdout
-  double timeout_s = 0;                    // 0: none
+  std::vector<std::string> argv;                   // argv[0]: a path, or a name looked up in PATH
+  std::string cwd;                                 // "" : the harness's own
+  std::map<std::string, std::string> env;          // added to the harness's environment
+  std::string output_path;                         // stdout (and stderr) go here ("": discarded)
+  std::string error_path;                          // "": stderr goes with stdout
+  double timeout_s = 0;                            // 0: none
   const std::atomic<bool>* interrupted = nullptr;  // polled; set: the child is killed
 };
 

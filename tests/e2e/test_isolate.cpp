@@ -213,3 +213,12 @@ TEST(Isolate, BisectStepsStopsAfterTheStepAndItsTrialsServeIsolate) {
   EXPECT_GT(all.doc.at("trials").get<int>(), steps.doc.at("trials").get<int>());
   EXPECT_THAT(all.result.output, HasSubstr("stored trial reused"));
 }
+
+TEST(Isolate, NoiseNotDerivedFromTheSeedIsANondeterministicFinding) {
+  auto cli = isolate({"fault.nan_step=15", "fault.nan_layer=wte", "fault.nondeterministic=true"});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nondeterministic");
+  EXPECT_EQ(cli.doc.at("step"), 1);
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("failed with nonfinite"));
+  EXPECT_TRUE(cli.doc.at("where").is_null()) << "no replay search on a nondeterministic run";
+}
