@@ -206,6 +206,7 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   }
   store.update_search(report.search_id, state(), store::SearchStatus::Done);
   search->report(report);
+  if (!report.culprit.empty()) report.culprit_subject = repo.subject(report.culprit);
   report.executed = judge.executed();
   report.reused = judge.reused();
   return report;

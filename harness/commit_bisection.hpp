@@ -43,6 +43,7 @@ const char* to_string(CommitAnswer answer);
 struct CommitBisectReport {
   CommitAnswer answer = CommitAnswer::Unsure;
   std::string culprit;                // Culprit, and Unsure's best guess
+  std::string culprit_subject;        // the first line of its message
   std::vector<std::string> parents;   // the culprit's parents
   std::vector<std::string> possible;  // OnlySkipped
   std::optional<double> confidence;   // --flaky: the answer's posterior; plain: 1 if found

@@ -3,6 +3,7 @@
 #include "harness/commit_judge.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/error.hpp"
 #include "common/hash.hpp"

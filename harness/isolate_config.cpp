@@ -91,11 +91,14 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
   while (!search.done()) {
     auto proposals = search.next(static_cast<size_t>(std::max(1, context.jobs())));
     if (proposals.empty()) break;
-    std::vector<TrialSpec> specs;
-    for (const auto& subset : proposals) specs.push_back(trial(subset));
-    auto outcomes = context.run(specs);
-    for (size_t i = 0; i < proposals.size(); ++i)
-      search.observe(proposals[i], observe(outcomes[i]));
+    for (const auto& subset : proposals) {
+      try {
+        search.observe(subset, observe(context.run(trial(subset))));
+      } catch (const UserError&) {
+        // Some keys only make sense together (n_embd with n_head): this mix is no recipe.
+        search.observe(subset, bisect::Observation::Skip);
+      }
+    }
   }
   std::vector<ConfigChange> culprit;
   for (size_t index : search.failing_subset()) culprit.push_back(differences[index]);

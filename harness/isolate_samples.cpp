@@ -63,6 +63,9 @@ class StepReplay {
     }
     std::vector<bisect::Observation> observations;
     for (const auto& outcome : context_.run(specs)) {
+      if (outcome.verdict == Verdict::InfraError)  // a replay that cannot run: nothing to learn
+        throw InfraError("replaying step " + std::to_string(location_.step) + " failed (run " +
+                         std::to_string(outcome.run_id) + "): " + outcome.infra_detail);
       if (shows(outcome, kind_))
         observations.push_back(bisect::Observation::Bad);
       else if (outcome.verdict == Verdict::Pass)

@@ -237,6 +237,11 @@ TrainExit Trainer::step(int64_t step) {
   NonfiniteFindings findings{forward_check_.first(), grad_check_.first(), failing_rows_samples};
   const bool params_finite = std::isfinite(param_norm);
   if (!finite || !params_finite) record.nonfinite = count_nonfinite_state(*params_, loss);
+  // The last good state goes to disk before the record that reports the failure: a harness
+  // that stops the run on that record must find the checkpoint complete.
+  const bool halting = (!finite || !params_finite) && config_.probe.halt_on_nonfinite;
+  if (halting && config_.probe.checkpoint_on_nonfinite && !finite && step > 1)
+    write_checkpoint(step - 1);
   write_step_record(*metrics_, record);
   if (first_step_ == 0) {
     first_step_ = step;
@@ -249,9 +254,8 @@ TrainExit Trainer::step(int64_t step) {
   }
   if (!finite || !params_finite) {
     report_nonfinite(*metrics_, step, loss, *params_, findings, *loader_, !finite);
-    if (config_.probe.halt_on_nonfinite) {
-      // Halting skipped the update, so the state is still that of step - 1: the last good one.
-      if (config_.probe.checkpoint_on_nonfinite && !finite && step > 1) write_checkpoint(step - 1);
+    if (halting) {
+      // Halting skipped the update, so the state (checkpointed above) is still step - 1's.
       end("nonfinite", step);
       return TrainExit::Nonfinite;
     }
