@@ -1,6 +1,5 @@
-// `faultline bisect commits`: git's bisection (or the flake-aware Bayesian one) over the commits
-// between good and bad, each proposed commit checked out, built and judged by CommitJudge. The
-// search state is stored after every verdict, so a killed bisection resumes where it stopped.
+// `faultline bisect commits`: git's (or the flake-aware) bisection between good and bad, each
+// proposal judged by CommitJudge, the state stored after every verdict so a killed run resumes.
 #pragma once
 
 #include <cstdint>

@@ -135,7 +135,8 @@ std::optional<std::string> CommitJudge::prepare(const std::string& commit) {
     if (auto stored = store_.find_trial(build_hash); stored && stored->outcome_json) {
       const auto outcome = nlohmann::json::parse(*stored->outcome_json);
       if (!outcome.at("ok").get<bool>()) {
-        last_build_failure_ = "build failed (cached): " + outcome.at("detail").get<std::string>();
+        last_build_failure_ = "build failed (stored): " + outcome.at("detail").get<std::string>();
+        last_build_source_ = FailureSource::Store;
         return std::nullopt;
       }
     }
@@ -160,6 +161,7 @@ std::optional<std::string> CommitJudge::prepare(const std::string& commit) {
                    nlohmann::json{{"ok", ok}, {"detail", detail}}.dump(), std::nullopt);
   if (ok) return path;
   last_build_failure_ = "build failed: " + detail;
+  last_build_source_ = FailureSource::Ran;
   release(commit);
   return std::nullopt;
 }
@@ -184,7 +186,7 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
     result.observation = bisect::Observation::Skip;
     result.stage = "build";
     result.detail = last_build_failure_;
-    if (last_build_failure_.find("(cached)") != std::string::npos) {
+    if (last_build_source_ == FailureSource::Store) {
       result.cached = true;
       ++reused_;
     } else {

@@ -1,6 +1,5 @@
-// Judging one run of one commit for `faultline bisect commits`: check it out into a worktree of
-// its own, build it, then run the user's test command or the recipe on the trainer built there.
-// Builds and verdicts are cached in the store's trials table, keyed by what decides them.
+// One run of one commit for `bisect commits`: a worktree of its own, the build, then the test or
+// the recipe; builds and verdicts are cached in the store's trials table.
 #pragma once
 
 #include <cstdint>
@@ -103,7 +102,9 @@ class CommitJudge {
   CommitJudgeOptions options_;
   BuildMemory memory_;
   std::map<std::string, std::string> built_;  // commit -> worktree with a finished build
+  // Why prepare() returned nothing, and whether that failure was remembered from an earlier run.
   std::string last_build_failure_;
+  enum class FailureSource { Ran, Store } last_build_source_ = FailureSource::Ran;
   std::optional<double> baseline_tokens_per_s_;
   int executed_ = 0, reused_ = 0;
 };

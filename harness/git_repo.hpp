@@ -1,6 +1,5 @@
-// The user's git repository as `faultline bisect commits` needs it: revisions resolved to commit
-// ids, the DAG between good and bad, and worktrees of single commits. git is run with argv
-// vectors (no shell); the user's checkout (HEAD, index, files) is never touched.
+// The user's git repository for `bisect commits`: revisions, the DAG between good and bad, and
+// worktrees of single commits; git runs with argv vectors and the user's checkout is never touched.
 #pragma once
 
 #include <string>

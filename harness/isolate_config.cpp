@@ -53,9 +53,9 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
                     "a baseline must differ in a config key (--baseline-set optim.lr=3e-3)");
   }
   const auto full = trainer::load_train_config(failing.config_path, failing.overrides);
+  const int64_t shown = detectors::evidence_step(failure);
   const int64_t horizon =
-      failure.step > 0 ? std::min(full.train.steps, std::max(2 * failure.step, failure.step + 10))
-                       : full.train.steps;
+      shown > 0 ? std::min(full.train.steps, std::max(2 * shown, shown + 10)) : full.train.steps;
   const int accumulate = std::max(1, failing.ranks / std::max(1, scale.ranks));
 
   // The baseline with `changes` applied, at the minimal scale.
@@ -91,14 +91,21 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
   while (!search.done()) {
     auto proposals = search.next(static_cast<size_t>(std::max(1, context.jobs())));
     if (proposals.empty()) break;
+    std::vector<bisect::Subset> runnable;
+    std::vector<TrialSpec> specs;
     for (const auto& subset : proposals) {
       try {
-        search.observe(subset, observe(context.run(trial(subset))));
+        TrialSpec spec = trial(subset);
+        trainer::load_train_config(spec.config_path, trial_overrides(spec));
+        specs.push_back(spec);
+        runnable.push_back(subset);
       } catch (const UserError&) {
         // Some keys only make sense together (n_embd with n_head): this mix is no recipe.
         search.observe(subset, bisect::Observation::Skip);
       }
     }
+    auto outcomes = context.run(specs);
+    for (size_t i = 0; i < runnable.size(); ++i) search.observe(runnable[i], observe(outcomes[i]));
   }
   std::vector<ConfigChange> culprit;
   for (size_t index : search.failing_subset()) culprit.push_back(differences[index]);

@@ -21,12 +21,8 @@ void Context::begin_phase(const std::string& phase, int64_t expected_trials) {
 }
 
 std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse use) {
-  // Trials run one after another: the trial runner and its store handle are single-threaded.
-  // `jobs` only widens what the searches propose per round (see docs/search.md).
-  (void)jobs_;
   std::vector<Outcome> outcomes;
-  for (const auto& spec : specs) {
-    CachedOutcome result = cache_.run(spec, use);
+  for (auto& result : cache_.run_all(specs, jobs_, use)) {
     ++trials;
     ++phase_trials_;
     if (result.from_cache) {

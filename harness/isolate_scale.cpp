@@ -60,7 +60,7 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction) {
   result.local_spec = reproduction.spec;
   result.local_outcome = reproduction.outcome;
   result.local_failure = reproduction.failure;
-  const int64_t failing_step = reproduction.failure.step;
+  const int64_t failing_step = detectors::evidence_step(reproduction.failure);
   // A failure tied to a step needs no step past it: the run is a prefix of the same trajectory.
   const int64_t stop = failing_step > 0 ? failing_step : 0;
 
@@ -88,7 +88,8 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction) {
   for (double share : {0.01, 0.05, 0.25})
     if (full * share >= 1e-6) fractions.push_back(full * share);
   fractions.push_back(full);
-  const int64_t data_stop = result.local_failure.step > 0 ? result.local_failure.step : stop;
+  const int64_t local_stop = detectors::evidence_step(result.local_failure);
+  const int64_t data_stop = local_stop > 0 ? local_stop : stop;
   auto data_trial = [&](size_t point) {
     TrialSpec spec = result.local_spec;
     spec.data_fraction = fractions[point];
@@ -118,15 +119,15 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction) {
   result.repro_outcome = result.local_outcome;
   if (chosen + 1 < fractions.size() && seen.count(chosen)) {
     result.repro_spec.data_fraction = fractions[chosen];
-    result.repro_spec.stop_after = result.local_failure.step > 0 ? result.local_failure.step : stop;
+    result.repro_spec.stop_after = data_stop;
     result.repro_outcome = seen.at(chosen);
   }
   const auto repro_failure = failure_of(result.repro_outcome, kind);
   result.scale.ranks = result.repro_spec.ranks;
   result.scale.data_fraction = resolve(result.repro_spec).data.fraction;
-  result.scale.steps = repro_failure && repro_failure->step > 0 ? repro_failure->step
-                                                                : result.repro_outcome.last_step;
-  if (repro_failure && repro_failure->step > 0) result.repro_spec.stop_after = result.scale.steps;
+  const int64_t shown = repro_failure ? detectors::evidence_step(*repro_failure) : -1;
+  result.scale.steps = shown > 0 ? shown : result.repro_outcome.last_step;
+  if (shown > 0) result.repro_spec.stop_after = result.scale.steps;
   return result;
 }
 

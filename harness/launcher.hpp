@@ -47,6 +47,9 @@ class Launcher {
   virtual const char* name() const = 0;
   // Starts every rank; a rank that cannot be started at all is an InfraError.
   virtual std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) = 0;
+  // Another launcher like this one, for a trial run in another thread; nullptr: trials with
+  // this launcher run one at a time.
+  virtual std::unique_ptr<Launcher> clone() const { return nullptr; }
 };
 
 // The infrastructure could not run the trial (no executable, no port, fork failed): kept apart

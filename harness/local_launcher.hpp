@@ -10,6 +10,7 @@ class LocalLauncher : public Launcher {
  public:
   const char* name() const override { return "local"; }
   std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) override;
+  std::unique_ptr<Launcher> clone() const override { return std::make_unique<LocalLauncher>(); }
 };
 
 // A TCP port on the loopback interface that was free when asked (for MASTER_PORT).

@@ -1,6 +1,5 @@
-// One child process run to completion: argv (no shell unless the caller asks for /bin/sh), a
-// working directory, extra environment, a timeout and an output file. Used for git and for the
-// user's --build/--test commands of `faultline bisect commits`.
+// One child process run to completion, with a working directory, extra environment, a timeout
+// and an output file: git, and the user's --build/--test commands of `bisect commits`.
 #pragma once
 
 #include <atomic>

@@ -57,6 +57,8 @@ class TrialRunner {
  public:
   TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options);
   Outcome run(const TrialSpec& spec);
+  const RunnerOptions& options() const { return options_; }
+  Launcher& launcher() const { return launcher_; }
 
  private:
   store::Store& store_;

@@ -1,8 +1,11 @@
 // The trial cache: identity and hash of a spec, Outcome <-> JSON, and reuse of stored results.
 #include "harness/trial_cache.hpp"
 
+#include <atomic>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/hash.hpp"
 #include "store/store.hpp"
@@ -67,7 +70,8 @@ nlohmann::json to_json(const Outcome& outcome) {
     failures.push_back({{"kind", failure.kind},
                         {"step", failure.step},
                         {"rank", failure.rank},
-                        {"detail", failure.detail}});
+                        {"detail", failure.detail},
+                        {"shown_by", failure.shown_by}});
   return {{"verdict", to_string(outcome.verdict)},
           {"failures", failures},
           {"run_id", outcome.run_id},
@@ -87,7 +91,8 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   for (const auto& failure : json.at("failures"))
     outcome.failures.push_back({failure.at("kind").get<std::string>(),
                                 failure.at("step").get<int64_t>(), failure.at("rank").get<int>(),
-                                failure.at("detail").get<std::string>()});
+                                failure.at("detail").get<std::string>(),
+                                failure.value("shown_by", int64_t{-1})});
   outcome.run_id = json.at("run_id").get<int64_t>();
   outcome.infra_detail = json.at("infra_detail").get<std::string>();
   outcome.out_dir = json.at("out_dir").get<std::string>();
@@ -104,17 +109,22 @@ TrialCache::TrialCache(store::Store& store, TrialRunner& runner, std::string tra
                        std::string judge)
     : store_(store), runner_(runner), trainer_(std::move(trainer)), judge_(std::move(judge)) {}
 
+std::optional<Outcome> TrialCache::stored(const std::string& hash) const {
+  auto trial = store_.find_trial(hash);
+  if (!trial || !trial->outcome_json) return std::nullopt;
+  Outcome outcome = outcome_from_json(nlohmann::json::parse(*trial->outcome_json));
+  // A reused trial's files must still be there: later trials resume from its checkpoints.
+  if (!std::filesystem::exists(outcome.out_dir)) return std::nullopt;
+  return outcome;
+}
+
 CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
   const nlohmann::json identity = trial_identity(spec, trainer_, judge_);
   const std::string hash = trial_hash(identity);
   if (use == CacheUse::Reuse) {
-    if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
-      Outcome outcome = outcome_from_json(nlohmann::json::parse(*stored->outcome_json));
-      // A reused trial's files must still be there: later trials resume from its checkpoints.
-      if (std::filesystem::exists(outcome.out_dir)) {
-        ++trials_reused_;
-        return {outcome, true};
-      }
+    if (auto outcome = stored(hash)) {
+      ++trials_reused_;
+      return {*outcome, true};
     }
   }
   Outcome outcome = runner_.run(spec);
@@ -123,6 +133,58 @@ CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
   if (!outcome.interrupted && outcome.verdict != Verdict::InfraError)
     store_.put_trial(hash, identity.dump(), to_json(outcome).dump(), outcome.run_id);
   return {outcome, false};
+}
+
+std::vector<CachedOutcome> TrialCache::run_all(const std::vector<TrialSpec>& specs, int jobs,
+                                               CacheUse use) {
+  std::vector<CachedOutcome> results(specs.size());
+  std::vector<size_t> to_run;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto outcome = use == CacheUse::Reuse
+                       ? stored(trial_hash(trial_identity(specs[i], trainer_, judge_)))
+                       : std::nullopt;
+    if (outcome) {
+      ++trials_reused_;
+      results[i] = {*outcome, true};
+    } else {
+      to_run.push_back(i);
+    }
+  }
+  const size_t workers = std::min<size_t>(static_cast<size_t>(std::max(1, jobs)), to_run.size());
+  if (workers <= 1 || !runner_.launcher().clone()) {
+    for (size_t i : to_run) results[i] = run(specs[i], CacheUse::Rerun);
+    return results;
+  }
+  // A store handle and its prepared statements belong to one thread: each worker opens its own.
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<TrialCache*> caches(workers, nullptr);
+  std::vector<int64_t> run_counts(workers, 0), step_counts(workers, 0);
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        store::Store store = store::Store::open(store_.path());
+        auto launcher = runner_.launcher().clone();
+        TrialRunner runner(store, *launcher, runner_.options());
+        TrialCache cache(store, runner, trainer_, judge_);
+        for (size_t k = next++; k < to_run.size(); k = next++)
+          results[to_run[k]] = cache.run(specs[to_run[k]], CacheUse::Rerun);
+        run_counts[w] = cache.trials_run();
+        step_counts[w] = cache.steps_executed();
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (size_t w = 0; w < workers; ++w) {
+    trials_run_ += run_counts[w];
+    steps_executed_ += step_counts[w];
+  }
+  for (const auto& error : errors)
+    if (error) std::rethrow_exception(error);
+  return results;
 }
 
 }  // namespace faultline::harness

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,12 +36,17 @@ class TrialCache {
   // `judge`: what else decides a verdict (detector thresholds, timeouts), as text.
   TrialCache(store::Store& store, TrialRunner& runner, std::string trainer, std::string judge);
   CachedOutcome run(const TrialSpec& spec, CacheUse use = CacheUse::Reuse);
+  // The same for several specs, up to `jobs` at once (each in a thread with its own store handle
+  // and launcher); outcomes in the order of `specs`.
+  std::vector<CachedOutcome> run_all(const std::vector<TrialSpec>& specs, int jobs,
+                                     CacheUse use = CacheUse::Reuse);
 
   int64_t trials_run() const { return trials_run_; }
   int64_t trials_reused() const { return trials_reused_; }
   int64_t steps_executed() const { return steps_executed_; }  // by trials run, not reused
 
  private:
+  std::optional<Outcome> stored(const std::string& hash) const;
   store::Store& store_;
   TrialRunner& runner_;
   std::string trainer_;

@@ -145,12 +145,14 @@ class GradNormDetector : public Detector {
       found_.offer({"grad_explode", s.above.start, r.rank,
                     "grad_norm above " + num(ex.max_norm) + " for " +
                         std::to_string(ex.sustained_steps) + " consecutive steps from step " +
-                        std::to_string(s.above.start) + ": " + s.above.evidence()});
+                        std::to_string(s.above.start) + ": " + s.above.evidence(),
+                    r.step});
     if (va.enabled && s.below.length == va.sustained_steps)
       found_.offer({"grad_vanish", s.below.start, r.rank,
                     "grad_norm below " + num(va.min_norm) + " for " +
                         std::to_string(va.sustained_steps) + " consecutive steps from step " +
-                        std::to_string(s.below.start) + ": " + s.below.evidence()});
+                        std::to_string(s.below.start) + ": " + s.below.evidence(),
+                    r.step});
   }
 
   void judge(Findings& out, bool) const override { out.merge(found_); }

@@ -14,7 +14,15 @@ struct Failure {
   int64_t step = -1;   // where it shows; -1: a property of the whole run (straggler, slow, ...)
   int rank = -1;       // the rank it was seen on; -1: not rank-specific
   std::string detail;  // the evidence, with its numbers
+  // The step by which the evidence is complete, when later than `step` (a sustained run of
+  // steps is dated by its first); -1: `step`. A prefix of the run must reach it to fail.
+  int64_t shown_by = -1;
 };
+
+// The last step a run must reach to show `failure` (-1: not tied to a step).
+inline int64_t evidence_step(const Failure& failure) {
+  return failure.shown_by > failure.step ? failure.shown_by : failure.step;
+}
 
 // Failures after which the run's remaining steps prove nothing: the harness may stop the trial.
 bool is_fatal(const Failure& failure);

@@ -222,3 +222,20 @@ TEST(Isolate, NoiseNotDerivedFromTheSeedIsANondeterministicFinding) {
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("failed with nonfinite"));
   EXPECT_TRUE(cli.doc.at("where").is_null()) << "no replay search on a nondeterministic run";
 }
+
+TEST(Isolate, ParallelTrialsFindTheSameCulprit) {
+  const std::vector<std::string> failing = {"optim.lr=10", "optim.beta1=0.8", "optim.eps=1e-6",
+                                            "optim.weight_decay=0.05"};
+  const std::vector<std::string> baseline = {
+      "--baseline-set", "optim.lr=3e-3",  "--baseline-set", "optim.beta1=0.9",
+      "--baseline-set", "optim.eps=1e-8", "--baseline-set", "optim.weight_decay=0.1"};
+  auto one = isolate(failing, baseline);
+  std::vector<std::string> parallel = baseline;
+  parallel.insert(parallel.end(), {"--jobs", "3"});
+  auto three = isolate(failing, parallel);
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
+  ASSERT_EQ(three.result.exit_code, 0) << three.result.output;
+  EXPECT_EQ(one.doc.at("config_culprit"), three.doc.at("config_culprit"));
+  ASSERT_EQ(three.doc.at("config_culprit").size(), 1u) << three.doc.dump();
+  EXPECT_EQ(three.doc.at("config_culprit").at(0).at("key"), "optim.lr");
+}
