@@ -1,8 +1,10 @@
-// The supervision loop. Hang detection uses step records as the heartbeat: a rank blocked in a
-// collective writes nothing, so the ranks that stopped short of the others are the suspects.
+// The supervision loop. Hang detection uses step records as the heartbeat; the ranks' collective
+// heartbeats (an event written before entering each collective) then tell the ranks blocked in a
+// collective from the ones that never entered it.
 #include "harness/supervisor.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "harness/metrics_tail.hpp"
@@ -17,9 +19,19 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-HangReport describe_hang(const SupervisedResult& result, double silent_s) {
+HangReport describe_hang(const SupervisedResult& result, const std::vector<int64_t>& entered,
+                         double silent_s) {
   HangReport hang;
   hang.silent_s = silent_s;
+  const int64_t newest = *std::max_element(entered.begin(), entered.end());
+  const int64_t oldest = *std::min_element(entered.begin(), entered.end());
+  if (newest > 0 && oldest < newest) {  // some ranks wait in a collective others never entered
+    hang.collective = newest;
+    for (size_t rank = 0; rank < entered.size(); ++rank)
+      (entered[rank] < newest ? hang.ranks : hang.waiting).push_back(static_cast<int>(rank));
+    hang.step = result.last_step[static_cast<size_t>(hang.ranks.front())] + 1;
+    return hang;
+  }
   const int64_t lowest = *std::min_element(result.last_step.begin(), result.last_step.end());
   const int64_t highest = *std::max_element(result.last_step.begin(), result.last_step.end());
   for (size_t rank = 0; rank < result.last_step.size(); ++rank)
@@ -41,6 +53,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   std::vector<MetricsTail> tails;
   for (const auto& rank : ranks) tails.emplace_back(rank.metrics_path);
   std::vector<Clock::time_point> last_progress(count, start);
+  std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
   std::optional<Clock::time_point> first_death;
 
   auto drain = [&](bool final_read) {
@@ -55,6 +68,12 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
           continue;
         }
         if (!parsed.record) continue;
+        if (const auto* event = std::get_if<EventRecord>(&*parsed.record);
+            event && event->name == "collective") {
+          auto fields = nlohmann::json::parse(event->json, nullptr, false);
+          if (!fields.is_discarded() && fields.contains("seq") && fields["seq"].is_number())
+            entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());
+        }
         if (const auto* step = std::get_if<StepRecord>(&*parsed.record)) {
           result.last_step[rank] = std::max(result.last_step[rank], step->step);
           if (step->collectives) result.collectives[rank] = *step->collectives;
@@ -110,7 +129,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       }
     }
     if (hung) {
-      result.hang = describe_hang(result, silent_s);
+      result.hang = describe_hang(result, entered, silent_s);
       break;
     }
     std::this_thread::sleep_for(options.poll_interval);

@@ -38,6 +38,10 @@ struct HangReport {
   std::vector<int> ranks;  // the ranks that stopped short (all ranks when none stands out)
   int64_t step = 0;        // the step they did not finish (last completed + 1)
   double silent_s = 0;
+  // From the ranks' collective heartbeats: the collective the others wait in, which `ranks`
+  // never entered; 0 when no rank reported one (one rank, or a trainer without heartbeats).
+  int64_t collective = 0;
+  std::vector<int> waiting;  // the ranks blocked in it
 };
 
 struct CrashReport {

@@ -78,10 +78,20 @@ void classify_exit(const SupervisedResult& result, std::vector<detectors::Failur
   if (result.hang) {
     std::string who;
     for (int rank : result.hang->ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
-    failures.push_back(
-        {"hang", result.hang->step, result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1,
-         "no step record for " + std::to_string(static_cast<int>(result.hang->silent_s)) +
-             " s from rank(s) " + who});
+    std::string detail = "no step record for " +
+                         std::to_string(static_cast<int>(result.hang->silent_s)) +
+                         " s from rank(s) " + who;
+    if (result.hang->collective > 0) {
+      std::string waiting;
+      for (int rank : result.hang->waiting)
+        waiting += (waiting.empty() ? "" : ",") + std::to_string(rank);
+      detail = "rank(s) " + who + " never entered collective #" +
+               std::to_string(result.hang->collective) + " (step " +
+               std::to_string(result.hang->step) + ") that rank(s) " + waiting + " wait in; " +
+               detail;
+    }
+    failures.push_back({"hang", result.hang->step,
+                        result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1, detail});
   }
   if (!result.crash) return;
   const auto& crash = *result.crash;

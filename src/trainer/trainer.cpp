@@ -198,6 +198,13 @@ TrainExit Trainer::step(int64_t step) {
   const auto comm_start = Clock::now();
   auto& buffer = params_->comm_buffer();
   buffer[params_->numel()] = local_loss;
+  // The heartbeat of a collective: written before blocking in it, so when a rank never comes,
+  // the harness sees which ranks wait in collective #seq and which never entered it.
+  if (env_.world_size > 1)
+    metrics_->write("event", {{"name", "collective"},
+                              {"op", "allreduce"},
+                              {"step", step},
+                              {"seq", comm_->collectives_entered() + 1}});
   comm_->allreduce_sum(buffer);
   if (env_.world_size > 1) buffer.div_(static_cast<double>(env_.world_size));
   const double loss = buffer[params_->numel()].item<double>();

@@ -87,6 +87,9 @@ TEST(Smoke, HangIsCaughtWithinTheStepTimeout) {
   auto failure = failure_of(cli, "hang");
   ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
   EXPECT_EQ(failure.at("step"), 15);
+  EXPECT_EQ(failure.at("rank"), 1);
+  EXPECT_THAT(failure.at("detail").get<std::string>(),
+              HasSubstr("rank(s) 1 never entered collective #15"));
 }
 
 TEST(Smoke, LrSpikeAndLeakAreCaughtByTheDetectors) {

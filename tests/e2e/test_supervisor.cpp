@@ -101,6 +101,22 @@ TEST(Supervisor, HangIsCaughtWithinTheStepTimeoutAndLeavesNoProcess) {
   EXPECT_EQ(processes_mentioning(dir), 0);
 }
 
+TEST(Supervisor, HangNamesTheRankThatNeverEnteredTheCollective) {
+  std::string dir = faultline::testing::make_temp_dir("sup-hang4");
+  CountingSink sink;
+  SuperviseOptions options;
+  options.step_timeout_s = 3;
+  auto result =
+      run(trainer_ranks(4, dir, {"fault.hang_rank=2", "fault.hang_step=7"}), options, sink);
+  ASSERT_TRUE(result.hang);
+  EXPECT_EQ(result.hang->ranks, (std::vector<int>{2}));
+  EXPECT_EQ(result.hang->waiting, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(result.hang->step, 7);
+  EXPECT_EQ(result.hang->collective, 7);  // one allreduce per step
+  EXPECT_LT(result.wall_s, 3 + 15);
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
 TEST(Supervisor, CrashNamesTheFirstRankItsSignalAndStep) {
   std::string dir = faultline::testing::make_temp_dir("sup-crash");
   CountingSink sink;
