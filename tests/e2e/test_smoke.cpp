@@ -126,6 +126,27 @@ TEST(Smoke, SlowRankIsAStraggler) {
   EXPECT_EQ(failure.at("rank"), 1);
 }
 
+// A slow rank (compute) and a starved one (data) are told apart, on 2 and on 4 ranks.
+TEST(Smoke, StarvedRankIsADataStallAndASlowOneAStraggler) {
+  for (const char* ranks : {"2", "4"}) {
+    SCOPED_TRACE(ranks);
+    const std::string world = std::string("dist.ranks=") + ranks;
+    auto starved = smoke({world, "fault.data_delay_rank=1", "fault.data_delay_ms=20"});
+    EXPECT_EQ(starved.result.exit_code, 1) << starved.result.output;
+    auto stall = failure_of(starved, "data_stall");
+    ASSERT_FALSE(stall.is_null()) << starved.doc.dump();
+    EXPECT_EQ(stall.at("rank"), 1);
+    EXPECT_TRUE(failure_of(starved, "straggler").is_null()) << starved.doc.dump();
+
+    auto slow = smoke({world, "fault.slow_rank=1", "fault.slow_ms=20"});
+    EXPECT_EQ(slow.result.exit_code, 1) << slow.result.output;
+    auto straggler = failure_of(slow, "straggler");
+    ASSERT_FALSE(straggler.is_null()) << slow.doc.dump();
+    EXPECT_EQ(straggler.at("rank"), 1);
+    EXPECT_TRUE(failure_of(slow, "data_stall").is_null()) << slow.doc.dump();
+  }
+}
+
 TEST(Smoke, OrganicHighLearningRateIsCaught) {
   auto cli = smoke({"optim.lr=10"});
   EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
