@@ -5,6 +5,7 @@
 
 #include <exception>
 
+#include "cli/bisect_commits_command.hpp"
 #include "cli/data_command.hpp"
 #include "cli/isolate_commands.hpp"
 #include "cli/run_commands.hpp"
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;  // set by the subcommand that ran
   faultline::cli::add_data_commands(app);
   faultline::cli::add_run_commands(app, exit_code);
-  faultline::cli::add_isolate_commands(app, exit_code);
+  auto* bisect = faultline::cli::add_isolate_commands(app, exit_code);
+  faultline::cli::add_bisect_commits_command(*bisect, exit_code);
 
   // 2. Parse and run, 3. report: user errors are caught here and nowhere else.
   try {
