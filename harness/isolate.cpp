@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "harness/isolate_phases.hpp"
+#include "harness/run_facts.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness {
@@ -14,20 +15,6 @@ namespace faultline::harness {
 namespace {
 
 using nlohmann::json;
-
-json host_facts(store::Store& store, int64_t run_id) {
-  for (const auto& event : store.events(run_id)) {
-    if (event.name != "start" || event.rank != 0) continue;
-    auto start = json::parse(event.json, nullptr, false);
-    if (start.is_discarded()) break;
-    json facts = json::object();
-    for (const char* key : {"cpu", "blas", "blas_kernel", "blas_threads", "threads",
-                            "torch_version", "backend", "world_size", "host"})
-      if (start.contains(key)) facts[key] = start.at(key);
-    return facts;
-  }
-  return json::object();
-}
 
 json number_or_null(double value) {
   return std::isfinite(value) ? json(value) : json(std::isnan(value) ? "nan" : "inf");
@@ -56,19 +43,6 @@ TrialSpec spec_from_run(const store::RunInfo& run, const std::string& work_dir) 
   spec.config_path = path.string();
   spec.ranks = run.ranks;
   return spec;
-}
-
-std::vector<std::string> repro_argv(const TrialSpec& spec, const std::string& trainer) {
-  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
-  for (const auto& assignment : trial_overrides(spec)) {
-    argv.push_back("--set");
-    argv.push_back(assignment);
-  }
-  if (!spec.resume.empty()) {
-    argv.push_back("--resume");
-    argv.push_back(spec.resume);
-  }
-  return argv;
 }
 
 }  // namespace
@@ -228,7 +202,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   auto repro_failure = isolate::failure_of(scaled.repro_outcome, finding.kind);
   finding.evidence = {{"run", scaled.repro_outcome.run_id},
                       {"failure_step", repro_failure ? json(repro_failure->step) : json()},
-                      {"host", host_facts(store_, scaled.repro_outcome.run_id)},
+                      {"host", host_facts(start_event(store_, scaled.repro_outcome.run_id))},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
                       {"failing_run", reproduction->outcome.run_id}};
   return store_finding(context, result, state, checkpoint, {});
@@ -245,7 +219,7 @@ IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& 
   info.kind = finding.kind;
   info.fields_json = to_json(finding).dump();
   info.repro_json = json{{"spec", spec_to_json(finding.repro)},
-                         {"argv", repro_argv(finding.repro, options_.trainer)}}
+                         {"argv", trainer_argv(finding.repro, options_.trainer)}}
                         .dump();
   info.search_id = result.search_id;
   result.finding_id = store_.add_finding(info);
@@ -253,10 +227,6 @@ IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& 
   checkpoint("done", store::SearchStatus::Done);
   result.status = IsolateStatus::Localized;
   return result;
-}
-
-std::vector<std::string> repro_command(const TrialSpec& spec, const std::string& trainer) {
-  return repro_argv(spec, trainer);
 }
 
 }  // namespace faultline::harness

@@ -61,8 +61,6 @@ struct Finding {
 };
 
 nlohmann::json to_json(const Finding& finding);  // the fields stored with a finding
-// The trainer command line that replays `spec` (what a finding's "repro" says).
-std::vector<std::string> repro_command(const TrialSpec& spec, const std::string& trainer);
 nlohmann::json spec_to_json(const TrialSpec& spec);
 TrialSpec spec_from_json(const nlohmann::json& json);
 

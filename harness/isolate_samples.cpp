@@ -7,6 +7,7 @@
 
 #include "bisect/ddmin.hpp"
 #include "harness/isolate_phases.hpp"
+#include "harness/run_facts.hpp"
 #include "store/store.hpp"
 #include "trainer/recipe_corpus.hpp"
 #include "trainer/sampler.hpp"
@@ -19,12 +20,10 @@ namespace {
 using Samples = std::vector<uint64_t>;
 
 uint64_t samples_used(store::Store& store, int64_t run_id) {
-  for (const auto& event : store.events(run_id)) {
-    if (event.name != "start") continue;
-    auto json = nlohmann::json::parse(event.json, nullptr, false);
-    if (!json.is_discarded() && json.contains("samples")) return json.at("samples").get<uint64_t>();
-  }
-  throw InfraError("run " + std::to_string(run_id) + " has no start event with its sample count");
+  const auto start = start_event(store, run_id);
+  if (!start.contains("samples"))
+    throw InfraError("run " + std::to_string(run_id) + " has no start event with its sample count");
+  return start.at("samples").get<uint64_t>();
 }
 
 std::string joined(const Samples& samples) {

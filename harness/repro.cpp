@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/isolate.hpp"
+#include "harness/run_facts.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness {
@@ -27,15 +28,6 @@ bool records_equal(const StepRecord& a, const StepRecord& b) {
   return a.rank == b.rank && a.step == b.step && same_bits(a.loss, b.loss) &&
          same_bits(a.grad_norm, b.grad_norm) && same_bits(a.lr, b.lr) &&
          same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
-}
-
-json start_facts(store::Store& store, int64_t run_id) {
-  for (const auto& event : store.events(run_id)) {
-    if (event.name != "start" || event.rank != 0) continue;
-    auto start = json::parse(event.json, nullptr, false);
-    return start.is_discarded() ? json::object() : start;
-  }
-  return json::object();
 }
 
 }  // namespace
@@ -84,10 +76,9 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   report.bitwise_identical = identical;
   report.within_tolerance = report.max_rel_loss_diff <= report.tolerance;
 
-  const json old_facts = start_facts(store, report.evidence_run);
-  const json new_facts = start_facts(store, outcome.run_id);
-  for (const char* key :
-       {"cpu", "blas", "blas_kernel", "blas_threads", "threads", "torch_version", "backend"}) {
+  const json old_facts = start_event(store, report.evidence_run);
+  const json new_facts = start_event(store, outcome.run_id);
+  for (const char* key : bit_deciding_facts()) {
     const json a = old_facts.value(key, json()), b = new_facts.value(key, json());
     if (a != b)
       report.differing_facts.push_back(std::string(key) + ": " + a.dump() + " -> " + b.dump());

@@ -147,6 +147,19 @@ std::vector<std::string> trial_overrides(const TrialSpec& spec) {
   return overrides;
 }
 
+std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer) {
+  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
+  for (const auto& assignment : trial_overrides(spec)) {
+    argv.push_back("--set");
+    argv.push_back(assignment);
+  }
+  if (!spec.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(spec.resume);
+  }
+  return argv;
+}
+
 TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
     : store_(store), launcher_(launcher), options_(std::move(options)) {}
 
@@ -169,15 +182,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   info.owner_host = host;
-  std::vector<std::string> argv = {options_.trainer, "-c", spec.config_path};
-  for (const auto& assignment : overrides) {
-    argv.push_back("--set");
-    argv.push_back(assignment);
-  }
-  if (!spec.resume.empty()) {
-    argv.push_back("--resume");
-    argv.push_back(spec.resume);
-  }
+  std::vector<std::string> argv = trainer_argv(spec, options_.trainer);
   Outcome outcome;
   outcome.run_id = store_.create_run(info);
   // Run ids restart with each store: a directory left by another store's run is not reused

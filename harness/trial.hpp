@@ -69,4 +69,7 @@ class TrialRunner {
 // The trial's overrides: the spec's own, then its scale (stop_after, data fraction, ranks).
 std::vector<std::string> trial_overrides(const TrialSpec& spec);
 
+// The trainer command line of a trial, without --out (what a finding's repro says).
+std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer);
+
 }  // namespace faultline::harness

@@ -1,0 +1,24 @@
+// What a stored run's rank-0 start event says: its sample count and the facts that decide its
+// bits (CPU, BLAS and its kernel, threads, LibTorch). Read by isolate, its phases and repro.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace faultline::store {
+class Store;
+}
+
+namespace faultline::harness {
+
+// The start event's fields, or an empty object when the run has none.
+nlohmann::json start_event(store::Store& store, int64_t run_id);
+
+// The keys of a start event that decide the bits of a run, in a fixed order.
+const std::vector<const char*>& bit_deciding_facts();
+
+// Those facts of a start event (the keys it has).
+nlohmann::json host_facts(const nlohmann::json& start);
+
+}  // namespace faultline::harness
