@@ -13,6 +13,7 @@
 #include "bisect/ddmin.hpp"
 #include "bisect/first_bad.hpp"
 #include "bisect/step_plan.hpp"
+#include "support/ddmin_predicates.hpp"
 
 namespace {
 using namespace faultline::bisect;
@@ -119,18 +120,12 @@ void first_bad_table() {
 
 // ---- (c) ddmin against the textbook ----------------------------------------------------------
 
-using Test = std::function<Observation(const Subset&)>;
-
-bool has(const Subset& subset, size_t item) {
-  return std::binary_search(subset.begin(), subset.end(), item);
-}
+using Test = faultline::testing::SubsetTest;
+using faultline::testing::fails_by_hash;
+using faultline::testing::zeller_example;
 
 Test all_of(Subset culprits) {
-  return [culprits](const Subset& subset) {
-    for (size_t item : culprits)
-      if (!has(subset, item)) return Observation::Good;
-    return Observation::Bad;
-  };
+  return faultline::testing::fails_with_all_of(std::move(culprits));
 }
 
 struct Case {
@@ -157,12 +152,7 @@ Cost cost(const Case& c, DdminOptions options, size_t slots = 1) {
 
 void ddmin_table() {
   std::vector<Case> cases = {
-      {"zeller 1..8 {5,8}", 8,
-       [](const Subset& s) {
-         const bool fails = has(s, 4) && has(s, 7) && !(has(s, 6) && !has(s, 1));
-         return fails ? Observation::Bad : Observation::Good;
-       },
-       false},
+      {"zeller 1..8 {5,8}", 8, zeller_example, false},
       {"single of 16", 16, all_of({11}), true},
       {"pair far apart, 32", 32, all_of({1, 30}), true},
       {"whole set of 8", 8, all_of({0, 1, 2, 3, 4, 5, 6, 7}), true},
@@ -183,14 +173,7 @@ void ddmin_table() {
   for (uint64_t seed = 1; seed <= 50; ++seed) {  // not monotone: a hashed fraction fails
     const size_t items = 8 + random() % 249;
     const uint64_t one_in = 3 + seed % 5;
-    cases.push_back({"random", items,
-                     [items, seed, one_in](const Subset& s) {
-                       if (s.size() == items) return Observation::Bad;
-                       uint64_t hash = seed * 0x9E3779B97F4A7C15ull + s.size();
-                       for (size_t item : s) hash = (hash ^ (item + 1)) * 0x100000001B3ull;
-                       return hash % one_in == 0 ? Observation::Bad : Observation::Good;
-                     },
-                     false});
+    cases.push_back({"random", items, fails_by_hash(items, seed, one_in), false});
   }
   std::printf("(c) ddmin tests: textbook (Zeller & Hildebrandt 2002, no cache) vs improved\n");
   std::printf("%-20s %5s | %8s | %8s %6s | %8s %6s | %s\n", "case", "items", "textbook", "improved",

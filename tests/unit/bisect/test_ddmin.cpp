@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/ddmin_predicates.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -16,20 +18,9 @@
 namespace faultline::bisect {
 namespace {
 
-using Test = std::function<Observation(const Subset&)>;
-
-bool has(const Subset& subset, size_t item) {
-  return std::binary_search(subset.begin(), subset.end(), item);
-}
-
-// Monotone: fails iff every culprit is present.
-Test fails_with_all_of(Subset culprits) {
-  return [culprits](const Subset& subset) {
-    for (size_t item : culprits)
-      if (!has(subset, item)) return Observation::Good;
-    return Observation::Bad;
-  };
-}
+using Test = testing::SubsetTest;
+using testing::fails_with_all_of;
+using testing::has;
 
 struct Case {
   std::string name;
@@ -39,23 +30,8 @@ struct Case {
   bool monotone;
 };
 
-// Zeller & Hildebrandt's example: items 1..8 (here 0..7) fail iff 5 and 8 are present, unless 7
-// is present while 2 is absent. Not monotone; ddmin's answer is {5, 8}.
-Observation zeller_example(const Subset& subset) {
-  const bool five = has(subset, 4), eight = has(subset, 7);
-  const bool seven = has(subset, 6), two = has(subset, 1);
-  return five && eight && !(seven && !two) ? Observation::Bad : Observation::Good;
-}
-
-// Not monotone: a fixed pseudo-random fraction of subsets fails (the full set always does).
-Test fails_by_hash(size_t items, uint64_t seed, uint64_t one_in) {
-  return [=](const Subset& subset) {
-    if (subset.size() == items) return Observation::Bad;
-    uint64_t hash = seed * 0x9E3779B97F4A7C15ull + subset.size();
-    for (size_t item : subset) hash = (hash ^ (item + 1)) * 0x100000001B3ull;
-    return hash % one_in == 0 ? Observation::Bad : Observation::Good;
-  };
-}
+using testing::fails_by_hash;
+using testing::zeller_example;
 
 std::vector<Case> cases() {
   std::vector<Case> all = {
