@@ -9,6 +9,7 @@
 #include "harness/isolate_phases.hpp"
 #include "harness/run_facts.hpp"
 #include "store/store.hpp"
+#include "trainer/train_config.hpp"
 
 namespace faultline::harness {
 
@@ -54,7 +55,8 @@ json spec_to_json(const TrialSpec& spec) {
           {"stop_after", spec.stop_after},
           {"data_fraction", spec.data_fraction},
           {"resume", spec.resume},
-          {"parent", spec.parent}};
+          {"parent", spec.parent},
+          {"hosts", spec.hosts}};
 }
 
 TrialSpec spec_from_json(const json& in) {
@@ -66,6 +68,7 @@ TrialSpec spec_from_json(const json& in) {
   spec.data_fraction = in.at("data_fraction").get<double>();
   spec.resume = in.value("resume", "");
   spec.parent = in.value("parent", "");
+  spec.hosts = in.value("hosts", std::vector<std::string>{});
   return spec;
 }
 
@@ -86,6 +89,8 @@ json to_json(const Finding& finding) {
   return {{"kind", finding.kind},
           {"step", finding.step > 0 ? json(finding.step) : json()},
           {"rank", finding.rank >= 0 ? json(finding.rank) : json()},
+          {"ranks", finding.ranks},
+          {"host", or_null(finding.host)},
           {"phase", or_null(finding.phase)},
           {"where", or_null(finding.where)},
           {"detail", finding.detail},
@@ -138,7 +143,18 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
 
   // 1. reproduce
   std::string why_not;
-  auto reproduction = isolate::reproduce(context, failing, expected_kind, why_not);
+  Outcome ran;
+  auto reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
+  if (!reproduction && !expected_kind && failing.ranks > 1 && ran.verdict == Verdict::Pass &&
+      request.scope == IsolateScope::All) {
+    // Nothing failed, but silent corruption fails no detector: do the ranks agree?
+    checkpoint("ranks", store::SearchStatus::Running);
+    TrialSpec replayed = isolate::with(failing, {"probe.fingerprint_every=1"});
+    if (auto diverging = isolate::locate_diverging_ranks(context, replayed, ran))
+      return store_rank_finding(context, result, state, checkpoint, *diverging, ran);
+    why_not += "; its " + std::to_string(failing.ranks) +
+               " ranks agree with a 1-rank replay of the same batches";
+  }
   if (!reproduction && expected_kind) {
     // The stored run failed; this one did not: identical runs vote on whether it is flaky.
     if (auto flaky = isolate::vote_on_reproduction(context, failing, *expected_kind)) {
@@ -159,6 +175,11 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   Finding& finding = result.finding;
   finding.kind = reproduction->failure.kind;
   finding.rank = reproduction->failure.rank;
+  if (finding.rank >= 0) {
+    finding.ranks = {finding.rank};
+    const auto hosts = rank_hosts(store_, reproduction->outcome.run_id);
+    if (static_cast<size_t>(finding.rank) < hosts.size()) finding.host = hosts[finding.rank];
+  }
   finding.detail = reproduction->failure.detail;
   finding.min_scale = scaled.scale;
   finding.step = scaled.local_failure.step;
@@ -205,6 +226,34 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                       {"host", host_facts(start_event(store_, scaled.repro_outcome.run_id))},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
                       {"failing_run", reproduction->outcome.run_id}};
+  return store_finding(context, result, state, checkpoint, {});
+}
+
+IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateResult& result,
+                                           json& state, const SearchCheckpoint& checkpoint,
+                                           const isolate::RankLocation& location,
+                                           const Outcome& failing_run) {
+  Finding& finding = result.finding;
+  finding.kind = "rank_divergence";
+  finding.step = location.step;
+  finding.ranks = location.ranks;
+  finding.rank = location.ranks.size() == 1 ? location.ranks[0] : -1;
+  finding.host = location.host;
+  finding.phase = "backward";
+  finding.detail = location.detail;
+  finding.min_scale = Scale{location.replica_spec.ranks, location.step, 0};
+  finding.min_scale->data_fraction =
+      trainer::load_train_config(location.replica_spec.config_path,
+                                 trial_overrides(location.replica_spec))
+          .data.fraction;
+  finding.repro = location.replica_spec;
+  finding.evidence_run = location.replica_outcome.run_id;
+  finding.evidence = location.evidence;
+  finding.evidence["run"] = location.replica_outcome.run_id;
+  finding.evidence["failure_step"] = location.step;
+  finding.evidence["host"] = host_facts(start_event(store_, location.replica_outcome.run_id));
+  finding.evidence["steps"] = steps_around(store_, failing_run.run_id, location.step);
+  finding.evidence["failing_run"] = failing_run.run_id;
   return store_finding(context, result, state, checkpoint, {});
 }
 

@@ -47,8 +47,10 @@ struct Finding {
   std::string kind;
   int64_t step = -1;  // first bad step; -1: not localized to a step
   int rank = -1;
-  std::string phase;  // forward | backward | optimizer | loss | data | ""
-  std::string where;  // module or parameter, "" when unknown
+  std::vector<int> ranks;  // every rank to blame (rank_divergence: the odd ones out)
+  std::string host;        // the host to blame, "" when unknown or not host-tied
+  std::string phase;       // forward | backward | optimizer | loss | data | ""
+  std::string where;       // module or parameter, "" when unknown
   std::string detail;
   std::optional<std::vector<uint64_t>> samples;  // nullopt: not sample-specific / not searched
   std::vector<std::string> shards;
@@ -98,7 +100,8 @@ struct IsolateOptions {
 
 namespace isolate {
 class Context;
-}
+struct RankLocation;
+}  // namespace isolate
 
 class Isolator {
  public:
@@ -110,6 +113,10 @@ class Isolator {
   IsolateResult store_finding(isolate::Context& context, IsolateResult& result,
                               nlohmann::json& state, const SearchCheckpoint& checkpoint,
                               const std::string& note);
+  IsolateResult store_rank_finding(isolate::Context& context, IsolateResult& result,
+                                   nlohmann::json& state, const SearchCheckpoint& checkpoint,
+                                   const isolate::RankLocation& location,
+                                   const Outcome& failing_run);
 
   store::Store& store_;
   TrialCache& cache_;

@@ -96,4 +96,13 @@ TrialSpec with(TrialSpec spec, const std::vector<std::string>& overrides) {
   return spec;
 }
 
+std::string sample_list(const std::vector<uint64_t>& samples) {
+  std::string text;
+  for (uint64_t sample : samples) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(sample);
+  }
+  return text;
+}
+
 }  // namespace faultline::harness::isolate

@@ -51,15 +51,19 @@ std::string checkpoint_path(const Outcome& outcome, int64_t step);
 // Returns spec with extra overrides appended (later --set wins).
 TrialSpec with(TrialSpec spec, const std::vector<std::string>& overrides);
 
+// Global sample indices as probe.replay_samples spells them: "3,17,42".
+std::string sample_list(const std::vector<uint64_t>& samples);
+
 // 1. The failing setup, run with checkpoints.
 struct Reproduction {
   TrialSpec spec;
   Outcome outcome;
   detectors::Failure failure;
 };
+// `ran` is the run either way (a multi-rank run that passed may still have diverging ranks).
 std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing,
                                       std::optional<std::string> expected_kind,
-                                      std::string& why_not);
+                                      std::string& why_not, Outcome& ran);
 
 // 2. The smallest ranks × steps × data that still fails. `local` is the smallest-rank run at the
 // original data: later phases replay from its checkpoints, so steps and samples are the user's.
@@ -98,6 +102,22 @@ struct SampleLocation {
 };
 SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, const Outcome& local,
                               const StepLocation& location, const std::string& kind);
+
+// 2c. Ranks that disagree (silent corruption): the first step whose update leaves a 1-rank
+// replay of the same global batches, then a replica check there (every rank fed the same batch,
+// from the state before the step) against a 1-rank replay of that batch; with spare host labels,
+// ddmin over the hosts taking part names the host. nullopt: the ranks agree.
+struct RankLocation {
+  int64_t step = -1;
+  std::vector<int> ranks;  // the odd ranks out
+  std::string host;        // the host to blame ("" when not one host, or not host-tied)
+  std::string detail;
+  nlohmann::json evidence;  // the per-rank table, the tolerance and the measured floor
+  TrialSpec replica_spec;   // the minimal reproduction: the replica check
+  Outcome replica_outcome;
+};
+std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,
+                                                   const Outcome& outcome);
 
 // 5. The 1-minimal set of config changes from the baseline that makes it fail.
 std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,

@@ -19,22 +19,6 @@ namespace {
 
 using Samples = std::vector<uint64_t>;
 
-uint64_t samples_used(store::Store& store, int64_t run_id) {
-  const auto start = start_event(store, run_id);
-  if (!start.contains("samples"))
-    throw InfraError("run " + std::to_string(run_id) + " has no start event with its sample count");
-  return start.at("samples").get<uint64_t>();
-}
-
-std::string joined(const Samples& samples) {
-  std::string text;
-  for (uint64_t sample : samples) {
-    if (!text.empty()) text += ',';
-    text += std::to_string(sample);
-  }
-  return text;
-}
-
 Samples minus(const Samples& all, const Samples& removed) {
   Samples rest;
   for (uint64_t sample : all)
@@ -55,7 +39,7 @@ class StepReplay {
       TrialSpec spec =
           with(local_, {"train.checkpoint_every=0", "probe.checkpoint_on_nonfinite=false",
                         "probe.replay_step=" + std::to_string(location_.step),
-                        "probe.replay_samples=" + joined(subset)});
+                        "probe.replay_samples=" + sample_list(subset)});
       spec.resume = location_.state_before;
       spec.stop_after = location_.step;
       specs.push_back(spec);

@@ -25,7 +25,7 @@ bisect::Observation judge(const Outcome& outcome, const std::string& kind) {
 
 std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing,
                                       std::optional<std::string> expected_kind,
-                                      std::string& why_not) {
+                                      std::string& why_not, Outcome& ran) {
   context.begin_phase("reproduce", 1);
   const auto config = resolve(failing);
   const int64_t steps = failing.stop_after > 0 ? std::min(failing.stop_after, config.train.steps)
@@ -36,7 +36,10 @@ std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing
   Reproduction reproduction;
   reproduction.spec = with(failing, {"train.checkpoint_every=" + std::to_string(every),
                                      "probe.checkpoint_on_nonfinite=true"});
+  // Ranks are compared step by step with a 1-rank replay when nothing else fails.
+  if (failing.ranks > 1) reproduction.spec.overrides.push_back("probe.fingerprint_every=1");
   reproduction.outcome = context.run(reproduction.spec);
+  ran = reproduction.outcome;
   const Outcome& outcome = reproduction.outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the failing setup could not be run: " + outcome.infra_detail);

@@ -1,12 +1,15 @@
 // Replays a finding and compares the new run with its evidence run, record by record.
 #include "harness/repro.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "harness/isolate.hpp"
+#include "harness/rank_agreement.hpp"
 #include "harness/run_facts.hpp"
 #include "store/store.hpp"
 
@@ -53,9 +56,28 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     report.failure_step = failure.step;
     report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
   }
+  if (finding.kind == "rank_divergence") {
+    // No detector judges it: the same ranks must again disagree with the stored 1-rank reference.
+    const int64_t step = expected_step.get<int64_t>();
+    const FingerprintRecord* expected = nullptr;
+    const auto reference = store.fingerprints(evidence.value("reference_run", int64_t{0}));
+    for (const auto& record : reference)
+      if (record.what == "grads" && record.step == step) expected = &record;
+    const auto odd = odd_ranks(
+        compare_ranks(store.fingerprints(outcome.run_id), expected, step, kRankTolerance));
+    report.failure_step = odd.empty() ? -1 : step;
+    report.reproduced = !odd.empty() && json(odd) == fields.value("ranks", json::array());
+  }
 
-  const auto before = store.steps(report.evidence_run);
-  const auto now = store.steps(outcome.run_id);
+  // Ranks' records interleave in whatever order they arrived: compare them by (rank, step).
+  auto by_rank_step = [](auto records) {
+    std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
+    });
+    return records;
+  };
+  const auto before = by_rank_step(store.steps(report.evidence_run));
+  const auto now = by_rank_step(store.steps(outcome.run_id));
   bool identical = before.size() == now.size() && !before.empty();
   std::map<std::pair<int, int64_t>, double> old_loss;
   for (const auto& record : before) old_loss[{record.rank, record.step}] = record.loss;
@@ -67,8 +89,8 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     report.max_rel_loss_diff =
         std::max(report.max_rel_loss_diff, std::fabs(now[i].loss - it->second) / scale);
   }
-  const auto old_prints = store.fingerprints(report.evidence_run);
-  const auto new_prints = store.fingerprints(outcome.run_id);
+  const auto old_prints = by_rank_step(store.fingerprints(report.evidence_run));
+  const auto new_prints = by_rank_step(store.fingerprints(outcome.run_id));
   identical = identical && old_prints.size() == new_prints.size();
   for (size_t i = 0; identical && i < new_prints.size(); ++i)
     identical =

@@ -1,9 +1,11 @@
-// What a stored run's rank-0 start event says: its sample count and the facts that decide its
-// bits (CPU, BLAS and its kernel, threads, LibTorch). Read by isolate, its phases and repro.
+// What a stored run's start events say: its sample count, each rank's host, and the facts that
+// decide its bits (CPU, BLAS and its kernel, threads, LibTorch). Read by isolate, its phases and
+// repro.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace faultline::store {
@@ -14,6 +16,12 @@ namespace faultline::harness {
 
 // The start event's fields, or an empty object when the run has none.
 nlohmann::json start_event(store::Store& store, int64_t run_id);
+
+// The samples in use (after data.fraction) per the start event; an InfraError when absent.
+uint64_t samples_used(store::Store& store, int64_t run_id);
+
+// The host each rank of the run reported in its start event, by rank ("" where none did).
+std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id);
 
 // The keys of a start event that decide the bits of a run, in a fixed order.
 const std::vector<const char*>& bit_deciding_facts();

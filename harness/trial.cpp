@@ -72,7 +72,8 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
 }
 
 // How the supervised run ended, as failures: crash, hang, oom. Trainer exit codes 3 and 4 are
-// the trainer reporting a failure the detectors judge from its records (nonfinite, data).
+// the trainer reporting a failure the detectors judge from its records (nonfinite, data); exit 5
+// is its report of a failed allocation: `oom`, like a kill by the kernel's OOM killer.
 void classify_exit(const SupervisedResult& result, std::vector<detectors::Failure>& failures,
                    std::string& infra_detail, const std::vector<RankLaunch>& ranks) {
   if (result.hang) {
@@ -100,6 +101,12 @@ void classify_exit(const SupervisedResult& result, std::vector<detectors::Failur
     infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
                    std::to_string(crash.exit_code) +
                    " before training: " + log_tail(ranks.at(crash.rank).log_path);
+    return;
+  }
+  if (crash.signal == 0 && crash.exit_code == 5) {  // trainer::TrainExit::OutOfMemory
+    failures.push_back(
+        {"oom", crash.step, crash.rank,
+         "rank " + std::to_string(crash.rank) + " ran out of memory (the trainer reported it)"});
     return;
   }
   if (crash.signal == SIGKILL) {
@@ -208,6 +215,8 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
         {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(spec.ranks)},
         {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
+    if (static_cast<size_t>(rank) < spec.hosts.size())
+      launch.env["FAULTLINE_HOST"] = spec.hosts[static_cast<size_t>(rank)];
     ranks.push_back(launch);
   }
 

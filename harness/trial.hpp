@@ -26,6 +26,9 @@ struct TrialSpec {
   double data_fraction = 0;  // 0: the recipe's own
   std::string resume;        // a checkpoint, or ""
   std::string parent;        // stored with the run, e.g. "smoke"
+  // The host label of each rank (FAULTLINE_HOST), by rank; empty or short: the machine's own
+  // name for the ranks not listed. On one machine labels stand for hosts (docs/ranks.md).
+  std::vector<std::string> hosts;
 };
 
 enum class Verdict { Pass, Fail, Skip, InfraError };

@@ -46,18 +46,21 @@ std::optional<double> read_optional(const nlohmann::json& json, const char* key)
 
 nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
                               const std::string& judge) {
-  return {{"v", 1},
-          {"config_path", spec.config_path},
-          {"config_digest", file_digest(spec.config_path)},
-          {"overrides", spec.overrides},
-          {"ranks", spec.ranks},
-          {"stop_after", spec.stop_after},
-          {"data_fraction", spec.data_fraction},
-          {"resume", spec.resume},
-          {"resume_digest", spec.resume.empty() ? "" : file_digest(spec.resume)},
-          {"trainer", trainer},
-          {"trainer_digest", file_digest(trainer)},
-          {"judge_digest", hex64(hash_text(judge))}};
+  nlohmann::json identity = {{"v", 1},
+                             {"config_path", spec.config_path},
+                             {"config_digest", file_digest(spec.config_path)},
+                             {"overrides", spec.overrides},
+                             {"ranks", spec.ranks},
+                             {"stop_after", spec.stop_after},
+                             {"data_fraction", spec.data_fraction},
+                             {"resume", spec.resume},
+                             {"resume_digest", spec.resume.empty() ? "" : file_digest(spec.resume)},
+                             {"trainer", trainer},
+                             {"trainer_digest", file_digest(trainer)},
+                             {"judge_digest", hex64(hash_text(judge))}};
+  // Which host each rank runs on decides a host-tied fault; absent keeps older identities.
+  if (!spec.hosts.empty()) identity["hosts"] = spec.hosts;
+  return identity;
 }
 
 std::string trial_hash(const nlohmann::json& identity) {

@@ -146,7 +146,7 @@ class StragglerDetector : public Detector {
       const double reference = median(others);
       if (!(ms > 0) || !(reference > 0)) continue;  // no compute time to compare
       const double score = reference / ms;
-      if (!(score < t_.min_score)) continue;
+      if (!(score < t_.min_score) || !(ms - reference >= t_.min_excess_ms)) continue;
       flagged.push_back(rank);
       if (worst < 0 || score < worst_score) {
         worst = rank;

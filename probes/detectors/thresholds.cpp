@@ -8,6 +8,7 @@ const Range<int64_t> kAtLeastOne{1, {}};
 const Range<int64_t> kAtLeastZero{0, {}};
 const Range<double> kFactor{1.0, {}};
 const Range<double> kShare{0.0, 1.0};
+const Range<double> kNonNegative{0.0, {}};
 }  // namespace
 
 void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) {
@@ -52,6 +53,7 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("straggler.min_score"), t.straggler.min_score, kShare);
   b.bind(key("straggler.skip_steps"), t.straggler.skip_steps, kAtLeastZero);
   b.bind(key("straggler.min_steps"), t.straggler.min_steps, kAtLeastOne);
+  b.bind(key("straggler.min_excess_ms"), t.straggler.min_excess_ms, kNonNegative);
 
   b.bind(key("slow.enabled"), t.slow.enabled);
   b.bind(key("slow.min_ratio"), t.slow.min_ratio, kShare);

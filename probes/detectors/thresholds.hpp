@@ -64,6 +64,9 @@ struct Thresholds {
     double min_score = 0.75;  // reference compute time / this rank's
     int64_t skip_steps = 2;   // first steps pay one-time costs
     int64_t min_steps = 5;
+    // ... and at least this much slower in absolute terms: at millisecond steps a shared
+    // machine's scheduling noise alone moves one rank's median by tens of percent.
+    double min_excess_ms = 5;
   } straggler;
   struct Slow {
     bool enabled = true;

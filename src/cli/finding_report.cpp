@@ -20,9 +20,13 @@ json finding_document(const store::FindingInfo& finding) {
   const json fields = json::parse(finding.fields_json);
   const json repro = json::parse(finding.repro_json);
   json doc = {{"finding_id", finding.id}};
-  for (const char* key : {"kind", "step", "rank", "phase", "where", "samples", "shards",
+  for (const char* key : {"kind", "step", "rank", "host", "phase", "where", "samples", "shards",
                           "config_culprit", "min_scale", "trials", "steps_executed"})
     doc[key] = fields.value(key, json());
+  doc["ranks"] = fields.value("ranks", json::array());
+  // The per-rank table of a rank finding (fingerprint verdicts and timings), when it has one.
+  const json evidence = fields.value("evidence", json::object());
+  if (evidence.contains("ranks")) doc["rank_evidence"] = evidence.at("ranks");
   doc["repro"] = repro.value("argv", json());
   doc["detail"] = fields.value("detail", json());
   doc["created_at"] = finding.created_at;
@@ -41,7 +45,16 @@ void print_finding(const store::FindingInfo& finding) {
   const json doc = finding_document(finding);
   fmt::print("finding F{}: {} at step {}", finding.id, finding.kind, text_of(doc["step"]));
   if (!doc["rank"].is_null()) fmt::print(" on rank {}", text_of(doc["rank"]));
+  if (!doc["host"].is_null()) fmt::print(" (host {})", text_of(doc["host"]));
   fmt::print("\n");
+  if (doc.contains("rank_evidence")) {
+    for (const auto& row : doc["rank_evidence"])
+      fmt::print("  rank {:>3}  {:<12} {:<7} distance {:<12} step {} ms, data {} ms, comm {} ms\n",
+                 text_of(row["rank"]), text_of(row["host"]), text_of(row["verdict"]),
+                 text_of(row["distance"]), text_of(row.value("median_step_ms", json())),
+                 text_of(row.value("median_data_ms", json())),
+                 text_of(row.value("median_comm_ms", json())));
+  }
   if (!doc["phase"].is_null() || !doc["where"].is_null())
     fmt::print("  where:    {} in {}\n", text_of(doc["where"]), text_of(doc["phase"]));
   fmt::print("  detail:   {}\n", text_of(doc["detail"]));

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/isolate.hpp"
 #include "harness/local_launcher.hpp"
 #include "trainer/train_config.hpp"
@@ -32,7 +34,25 @@ struct IsolateArgs {
   int64_t run = 0;
   int jobs = 1;
   int ranks = 0;
+  std::string hosts;  // comma-separated host labels: the ranks' first, then spares
 };
+
+std::vector<std::string> host_labels(const std::string& list, int ranks) {
+  std::vector<std::string> hosts;
+  if (list.empty()) return hosts;
+  for (const auto& item : split(list, ',')) {
+    const std::string label = trim(item);
+    if (label.empty() || std::find(hosts.begin(), hosts.end(), label) != hosts.end())
+      throw UserError("invalid host list \"" + list + "\" (an empty or repeated label)", "--hosts",
+                      "give distinct labels separated by commas, e.g. node0,node1,node2");
+    hosts.push_back(label);
+  }
+  if (!hosts.empty() && static_cast<int>(hosts.size()) < ranks)
+    throw UserError(
+        std::to_string(hosts.size()) + " host label(s) for " + std::to_string(ranks) + " ranks",
+        "--hosts", "give at least one label per rank; labels after those are spares");
+  return hosts;
+}
 
 harness::TrialSpec failing_spec(const IsolateArgs& args) {
   harness::TrialSpec spec;
@@ -42,6 +62,7 @@ harness::TrialSpec failing_spec(const IsolateArgs& args) {
   const auto recipe = trainer::load_train_config(spec.config_path, spec.overrides);
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
   spec.parent = "isolate";
+  spec.hosts = host_labels(args.hosts, spec.ranks);
   return spec;
 }
 
@@ -130,6 +151,9 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
   command.add_option("--ranks", args.ranks, "ranks of the failing run (default: dist.ranks)");
   command.add_option("--run", args.run, "start from this stored failing run instead of -c");
   command.add_option("--jobs", args.jobs, "trials a search may propose at once");
+  command.add_option("--hosts", args.hosts,
+                     "host labels (FAULTLINE_HOST) of ranks 0..N-1, then spare hosts a search "
+                     "may swap in: a,b,c,...");
   if (with_baseline) {
     command.add_option("--baseline", args.baseline, "a recipe known to be good");
     command.add_option("--baseline-set", args.baseline_overrides,

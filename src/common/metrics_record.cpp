@@ -24,6 +24,12 @@ double real(const json& record, const char* key, double fallback = 0) {
   throw std::invalid_argument(std::string("field '") + key + "' is not a number");
 }
 
+// One element of a number array, with the same spelling of non-finite values.
+double real(const json& array, size_t index) {
+  json wrapped = {{"value", array.at(index)}};
+  return real(wrapped, "value");
+}
+
 std::optional<double> maybe_real(const json& record, const char* key) {
   if (!record.contains(key) || record.at(key).is_null()) return std::nullopt;
   return real(record, key);
@@ -95,8 +101,16 @@ ParsedLine parse_metrics_line(std::string_view line) {
           anomaly.shards.push_back(shard.get<std::string>());
       parsed.record = anomaly;
     } else if (type == "fingerprint") {
-      parsed.record = FingerprintRecord{rank, t, required_int(record, "step"), text(record, "what"),
-                                        text(record, "hash")};
+      FingerprintRecord fingerprint{rank,
+                                    t,
+                                    required_int(record, "step"),
+                                    text(record, "what"),
+                                    text(record, "hash"),
+                                    maybe_real(record, "norm"),
+                                    {}};
+      if (auto sketch = record.find("sketch"); sketch != record.end() && sketch->is_array())
+        for (size_t i = 0; i < sketch->size(); ++i) fingerprint.sketch.push_back(real(*sketch, i));
+      parsed.record = fingerprint;
     } else if (type == "event") {
       EventRecord event{rank, t, text(record, "name"), maybe_int(record, "step"),
                         std::string(line)};

@@ -41,6 +41,8 @@ struct FingerprintRecord {
   double t = 0;
   int64_t step = 0;
   std::string what, hash;
+  std::optional<double> norm;  // absent: the trainer writes only the digest
+  std::vector<double> sketch;  // empty: no sketch (see docs/metrics-protocol.md)
 };
 
 struct EventRecord {

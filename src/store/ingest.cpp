@@ -11,6 +11,7 @@ namespace faultline::store {
 
 namespace {
 using detail::bind_real;
+using detail::encode_reals;
 using detail::Statement;
 
 // Prepares `statement` on first use; SQLITE_PREPARE_PERSISTENT since it lives for many batches.
@@ -107,8 +108,8 @@ void Store::add_fingerprints(int64_t run_id, const std::vector<FingerprintRecord
   if (fingerprints.empty()) return;
   detail::Transaction transaction(db_, path_, tx_depth_);
   Statement& insert = prepared(cache_->insert_fingerprint, db_, cache_->path,
-                               "INSERT INTO fingerprints (run_id, rank, t, step, what, hash) "
-                               "VALUES (?, ?, ?, ?, ?, ?)");
+                               "INSERT INTO fingerprints (run_id, rank, t, step, what, hash, "
+                               "norm, sketch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   for (const FingerprintRecord& fingerprint : fingerprints) {
     insert.bind(1, run_id);
     insert.bind(2, fingerprint.rank);
@@ -116,6 +117,8 @@ void Store::add_fingerprints(int64_t run_id, const std::vector<FingerprintRecord
     insert.bind(4, fingerprint.step);
     insert.bind(5, fingerprint.what);
     insert.bind(6, fingerprint.hash);
+    bind_real(insert, 7, fingerprint.norm);
+    insert.bind(8, encode_reals(fingerprint.sketch));
     insert.run();
   }
   transaction.commit();

@@ -11,6 +11,7 @@
 namespace faultline::store {
 
 namespace {
+using detail::decode_reals;
 using detail::read_opt_real;
 using detail::read_real;
 using detail::Statement;
@@ -133,13 +134,14 @@ std::vector<EventRecord> Store::events(int64_t run_id) const {
 
 std::vector<FingerprintRecord> Store::fingerprints(int64_t run_id) const {
   Statement query(db_, path_,
-                  "SELECT rank, t, step, what, hash FROM fingerprints WHERE run_id = ? "
-                  "ORDER BY id");
+                  "SELECT rank, t, step, what, hash, norm, sketch FROM fingerprints "
+                  "WHERE run_id = ? ORDER BY id");
   query.bind(1, run_id);
   std::vector<FingerprintRecord> fingerprints;
   while (query.step()) {
     fingerprints.push_back({static_cast<int>(query.int64(0)), read_real(query, 1), query.int64(2),
-                            query.text(3), query.text(4)});
+                            query.text(3), query.text(4), read_opt_real(query, 5),
+                            decode_reals(query.text(6))});
   }
   return fingerprints;
 }

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -91,6 +92,29 @@ std::optional<double> read_opt_real(const Statement& statement, int column) {
 
 double read_real(const Statement& statement, int column) {
   return read_opt_real(statement, column).value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+std::string encode_reals(const std::vector<double>& values) {
+  std::string text;
+  char buffer[32];
+  for (double value : values) {
+    std::snprintf(buffer, sizeof buffer, "%.17g", value);
+    if (!text.empty()) text += ',';
+    text += buffer;
+  }
+  return text;
+}
+
+std::vector<double> decode_reals(const std::string& text) {
+  std::vector<double> values;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    values.push_back(std::strtod(text.substr(begin, end - begin).c_str(), nullptr));
+    begin = end + 1;
+  }
+  return values;
 }
 
 }  // namespace faultline::store::detail

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "store/sqlite_util.hpp"
 
@@ -21,5 +22,10 @@ void bind_real(Statement& statement, int index, const std::optional<double>& val
 // Reads what bind_real wrote; NULL reads as nullopt (or NaN for read_real).
 std::optional<double> read_opt_real(const Statement& statement, int column);
 double read_real(const Statement& statement, int column);
+
+// A list of doubles as one TEXT value: comma-separated, round-trip exact ("%.17g"; nan/inf as
+// printf spells them).
+std::string encode_reals(const std::vector<double>& values);
+std::vector<double> decode_reals(const std::string& text);
 
 }  // namespace faultline::store::detail

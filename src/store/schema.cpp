@@ -1,5 +1,5 @@
-// Schema version 1 and the migration runner. Number columns of metrics have no declared type
-// on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
+// Schema versions 1 and 2, and the migration runner. Number columns of metrics have no declared
+// type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
 #include "common/error.hpp"
@@ -122,6 +122,13 @@ CREATE TABLE findings (
 );
 )sql";
 
+// Version 2: fingerprints carry the buffer's norm and a signed sketch (comma-separated
+// numbers), so two runs' buffers can be compared with a tolerance, not only bitwise.
+const char* const kVersion2 = R"sql(
+ALTER TABLE fingerprints ADD COLUMN norm;
+ALTER TABLE fingerprints ADD COLUMN sketch TEXT NOT NULL DEFAULT '';
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -151,7 +158,7 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2};
   return steps;
 }
 

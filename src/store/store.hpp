@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 enum class RunStatus { Running, Finished, Interrupted };
 

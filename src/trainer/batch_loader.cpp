@@ -47,7 +47,9 @@ StepBatch BatchLoader::load(int64_t step, int rank, int world_size) const {
   auto mine = BatchSampler::rank_slice(global, rank, world_size);
   int64_t accum = config_.train.grad_accum;
   if (config_.probe.replay_step == step) {  // one micro-batch of the samples kept
-    mine = replayed(step, mine, global);
+    // A replica check hands every rank the same samples, whichever rank owns them.
+    const bool every_rank = config_.probe.replay_ranks == ReplayRanks::All;
+    mine = replayed(step, every_rank ? global : mine, global);
     accum = 1;
   }
   const int64_t rows = static_cast<int64_t>(mine.size()) / accum;

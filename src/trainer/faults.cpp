@@ -21,7 +21,8 @@ void sleep_ms(int64_t ms) {
 }
 }  // namespace
 
-FaultPlan::FaultPlan(const FaultConfig& config, int rank) : config_(config), rank_(rank) {}
+FaultPlan::FaultPlan(const FaultConfig& config, int rank, std::string host)
+    : config_(config), rank_(rank), host_(std::move(host)) {}
 
 void FaultPlan::validate(const std::vector<std::string>& module_names) const {
   if (config_.nan_layer.empty()) return;
@@ -82,7 +83,10 @@ void FaultPlan::during_data(int64_t) const {
 
 void FaultPlan::on_local_grads(int64_t step, torch::Tensor& grads) const {
   torch::NoGradGuard no_grad;
-  if (config_.corrupt_grad_rank == rank_ && config_.corrupt_grad_step == step) {
+  const bool corrupt_here =
+      config_.corrupt_grad_rank == rank_ ||
+      (!config_.corrupt_grad_host.empty() && config_.corrupt_grad_host == host_);
+  if (corrupt_here && config_.corrupt_grad_step == step) {
     // A flipped sign on a slice: finite, plausible in size, and wrong — as silent corruption is.
     grads.narrow(0, 0, grads.numel() / 8).neg_();
   }

@@ -13,7 +13,7 @@ namespace faultline::trainer {
 
 class FaultPlan {
  public:
-  FaultPlan(const FaultConfig& config, int rank);
+  FaultPlan(const FaultConfig& config, int rank, std::string host);
 
   // Checks names against the model (a typo in fault.nan_layer would silently plant nothing).
   void validate(const std::vector<std::string>& module_names) const;
@@ -33,6 +33,7 @@ class FaultPlan {
  private:
   FaultConfig config_;
   int rank_;
+  std::string host_;
   int64_t step_ = 0;
   std::vector<int64_t> poisoned_rows_;
   std::vector<std::vector<char>> leaked_;

@@ -33,6 +33,10 @@ constexpr std::array<std::pair<const char*, ScheduleKind>, 3> kScheduleNames{{
     {"cosine", ScheduleKind::Cosine},
     {"wsd", ScheduleKind::Wsd},
 }};
+constexpr std::array<std::pair<const char*, ReplayRanks>, 2> kReplayRanksNames{{
+    {"own", ReplayRanks::Own},
+    {"all", ReplayRanks::All},
+}};
 constexpr std::array<std::pair<const char*, ProbeLevel>, 3> kProbeNames{{
     {"off", ProbeLevel::Off},
     {"cheap", ProbeLevel::Cheap},
@@ -137,6 +141,7 @@ void bind_probe(ConfigBinder& b, ProbeConfig& p) {
     }
     p.replay_samples.push_back(std::stoull(text));
   }
+  bind_enum(b, "probe.replay_ranks", p.replay_ranks, kReplayRanksNames);
   if (p.replay_samples.empty() != (p.replay_step == 0))
     b.fail(p.replay_step == 0 ? "probe.replay_samples" : "probe.replay_step",
            "probe.replay_step and probe.replay_samples go together",
@@ -158,6 +163,7 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
   b.bind("fault.slow_ms", f.slow_ms, {0, {}});
   b.bind("fault.corrupt_grad_rank", f.corrupt_grad_rank, {-1, {}});
   b.bind("fault.corrupt_grad_step", f.corrupt_grad_step, {0, {}});
+  b.bind("fault.corrupt_grad_host", f.corrupt_grad_host);
   b.bind("fault.leak_mb_per_step", f.leak_mb_per_step, {0.0, {}});
   b.bind("fault.data_delay_ms", f.data_delay_ms, {0, {}});
   b.bind("fault.data_delay_rank", f.data_delay_rank, {-1, {}});
@@ -177,8 +183,10 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
   needs(f.crash_step > 0, f.crash_rank >= 0, "fault.crash_step", "fault.crash_rank");
   needs(f.hang_step > 0, f.hang_rank >= 0, "fault.hang_step", "fault.hang_rank");
   needs(f.slow_ms > 0, f.slow_rank >= 0, "fault.slow_ms", "fault.slow_rank");
-  needs(f.corrupt_grad_step > 0, f.corrupt_grad_rank >= 0, "fault.corrupt_grad_step",
-        "fault.corrupt_grad_rank");
+  needs(!f.corrupt_grad_host.empty(), f.corrupt_grad_step > 0, "fault.corrupt_grad_host",
+        "fault.corrupt_grad_step");
+  needs(f.corrupt_grad_step > 0, f.corrupt_grad_rank >= 0 || !f.corrupt_grad_host.empty(),
+        "fault.corrupt_grad_step", "fault.corrupt_grad_rank (or fault.corrupt_grad_host)");
   const std::string& s = f.crash_signal;
   bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) &&
                  std::stoi(s) < 256;

@@ -71,6 +71,10 @@ struct DistConfig {
 
 enum class ProbeLevel { Off, Cheap, Full };
 
+// Whose samples a rank trains on at probe.replay_step: its own share of them, or all of them
+// (a replica check: every rank computes the same batch, so their local gradients must agree).
+enum class ReplayRanks { Own, All };
+
 struct ProbeConfig {
   ProbeLevel level = ProbeLevel::Cheap;
   int64_t full_from_step = 0;      // with level = full: per-layer checks only from this step on
@@ -82,6 +86,7 @@ struct ProbeConfig {
   // that step on; 0 / empty: off.
   int64_t replay_step = 0;
   std::vector<uint64_t> replay_samples;
+  ReplayRanks replay_ranks = ReplayRanks::Own;
 };
 
 struct FaultConfig {
@@ -99,6 +104,7 @@ struct FaultConfig {
   int64_t slow_ms = 0;
   int64_t corrupt_grad_rank = -1;
   int64_t corrupt_grad_step = 0;
+  std::string corrupt_grad_host;  // instead of a rank: whichever rank runs on this host
   double leak_mb_per_step = 0;
   int64_t data_delay_ms = 0;
   int64_t data_delay_rank = -1;  // -1: every rank

@@ -16,6 +16,7 @@
 #include "trainer/checkpoint.hpp"
 #include "trainer/dist.hpp"
 #include "trainer/faults.hpp"
+#include "trainer/fingerprint.hpp"
 #include "trainer/flat_params.hpp"
 #include "trainer/metrics_writer.hpp"
 #include "trainer/model.hpp"
@@ -45,7 +46,7 @@ class Trainer {
         config_(options.config),
         env_(read_rank_env()),
         runtime_(configure_runtime(config_.train.threads)),
-        faults_(config_.fault, env_.rank) {}
+        faults_(config_.fault, env_.rank, env_.host) {}
 
   TrainExit run();
 
@@ -71,6 +72,7 @@ class Trainer {
   std::optional<CheckpointMeta> resumed_from_;
   probes::ForwardFiniteCheck forward_check_;
   probes::GradFiniteCheck grad_check_;
+  Fingerprinter fingerprinter_;
   double tokens_seen_ = 0, timed_ms_ = 0;
   double first_loss_ = std::nan(""), last_loss_ = std::nan("");
   int64_t first_step_ = 0;
@@ -129,8 +131,14 @@ int64_t Trainer::resume() {
 }
 
 void Trainer::write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor) {
-  uint64_t digest = hash_bytes(tensor.data_ptr(), tensor.numel() * tensor.element_size());
-  metrics_->write("fingerprint", {{"step", step}, {"what", what}, {"hash", hex64(digest)}});
+  Fingerprint fingerprint = fingerprinter_(tensor);
+  nlohmann::json sketch = nlohmann::json::array();
+  for (double value : fingerprint.sketch) sketch.push_back(number(value));
+  metrics_->write("fingerprint", {{"step", step},
+                                  {"what", what},
+                                  {"hash", hex64(fingerprint.hash)},
+                                  {"norm", number(fingerprint.norm)},
+                                  {"sketch", sketch}});
 }
 
 void Trainer::write_checkpoint(int64_t step) {

@@ -1,6 +1,5 @@
 // End-to-end: the local launcher and the supervisor on real faultline-train ranks — normal end,
 // hang, crash — and no stray processes afterwards.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -12,6 +11,7 @@
 
 using namespace faultline;
 using namespace faultline::harness;
+using faultline::testing::processes_mentioning;
 
 namespace {
 
@@ -46,20 +46,6 @@ std::vector<RankLaunch> trainer_ranks(int count, const std::string& dir,
     ranks.push_back(launch);
   }
   return ranks;
-}
-
-// Processes whose command line mentions `marker` (the trial's unique directory).
-int processes_mentioning(const std::string& marker) {
-  int found = 0;
-  DIR* proc = opendir("/proc");
-  while (dirent* entry = readdir(proc)) {
-    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find(marker) != std::string::npos) ++found;
-  }
-  closedir(proc);
-  return found;
 }
 
 SupervisedResult run(const std::vector<RankLaunch>& ranks, SuperviseOptions options,

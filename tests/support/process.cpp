@@ -4,6 +4,7 @@
 
 #include "harness/local_launcher.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -110,6 +111,19 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) 
 
 ProcessResult run_process(const ProcessSpec& spec) {
   return run_processes({spec}).front();
+}
+
+int processes_mentioning(const std::string& marker) {
+  int found = 0;
+  DIR* proc = opendir("/proc");
+  while (dirent* entry = readdir(proc)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos) ++found;
+  }
+  closedir(proc);
+  return found;
 }
 
 }  // namespace faultline::testing

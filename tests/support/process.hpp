@@ -35,4 +35,7 @@ std::string make_temp_dir(const std::string& tag);
 // A TCP port that was free a moment ago.
 int free_port();
 
+// Live processes whose command line mentions `marker` (e.g. a test's unique directory).
+int processes_mentioning(const std::string& marker);
+
 }  // namespace faultline::testing

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -149,8 +150,34 @@ TEST(Store, RefusesANewerSchemaNamingPathAndVersions) {
   EXPECT_EQ(error.where, path);
   EXPECT_NE(error.what.find("version 7"), std::string::npos) << error.what;
   EXPECT_NE(error.what.find(std::to_string(kSchemaVersion)), std::string::npos) << error.what;
-  Store::raw_exec_for_tests(path, "PRAGMA user_version = 1");
+  Store::raw_exec_for_tests(path, "PRAGMA user_version = " + std::to_string(kSchemaVersion));
   EXPECT_EQ(Store::open(path).list_runs().size(), 1u);  // refusing changed nothing
+}
+
+TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
+  ScratchDir dir;
+  const std::string path = dir.file("v1.db");
+  const int64_t id = Store::open(path).create_run(sample_run());
+  Store::open(path).add_fingerprints(id, {{0, 0.5, 3, "grads", "00ff", 2.5, {1.0, -0.25}}});
+  // Back to what a version-1 build wrote: no norm, no sketch.
+  Store::raw_exec_for_tests(path,
+                            "ALTER TABLE fingerprints DROP COLUMN sketch; "
+                            "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  auto old = store.fingerprints(id);
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].hash, "00ff");
+  EXPECT_FALSE(old[0].norm.has_value());
+  EXPECT_TRUE(old[0].sketch.empty());
+  const double nan = std::nan("");
+  store.add_fingerprints(id, {{1, 0.75, 4, "params", "0a0b", 3.0, {0.1, -1e-300, nan}}});
+  auto fresh = store.fingerprints(id).at(1);
+  EXPECT_EQ(fresh.norm, 3.0);
+  ASSERT_EQ(fresh.sketch.size(), 3u);
+  EXPECT_EQ(fresh.sketch[0], 0.1);
+  EXPECT_EQ(fresh.sketch[1], -1e-300);
+  EXPECT_TRUE(std::isnan(fresh.sketch[2]));
 }
 
 TEST(Store, RefusesAFileThatIsNotADatabase) {

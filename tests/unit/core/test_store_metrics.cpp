@@ -155,8 +155,8 @@ TEST(StoreMetrics, AnomaliesEventsAndFingerprintsRoundTrip) {
   EventRecord start{0, 0.0, "start", std::nullopt, R"({"name":"start","config_hash":"ab"})"};
   EventRecord checkpoint{0, 9.5, "checkpoint", 100, R"({"path":"ckpt/100"})"};
   store.add_events(run, {start, checkpoint});
-  store.add_fingerprints(run, {{0, 2.0, 10, "params", "00ff00ff00ff00ff"},
-                               {1, 2.0, 10, "params", "00ff00ff00ff00fe"}});
+  store.add_fingerprints(run, {{0, 2.0, 10, "params", "00ff00ff00ff00ff", 1.5, {0.5, -0.5}},
+                               {1, 2.0, 10, "params", "00ff00ff00ff00fe", {}, {}}});
 
   auto anomalies = store.anomalies(run);
   ASSERT_EQ(anomalies.size(), 1u);
@@ -186,6 +186,9 @@ TEST(StoreMetrics, AnomaliesEventsAndFingerprintsRoundTrip) {
   EXPECT_EQ(prints[1].step, 10);
   EXPECT_EQ(prints[1].what, "params");
   EXPECT_EQ(prints[1].hash, "00ff00ff00ff00fe");
+  EXPECT_FALSE(prints[1].norm.has_value());
+  EXPECT_EQ(prints[0].norm, 1.5);
+  EXPECT_EQ(prints[0].sketch, (std::vector<double>{0.5, -0.5}));
 }
 
 TEST(StoreMetrics, ParsedProtocolLinesKeepTheirNaN) {
@@ -201,6 +204,25 @@ TEST(StoreMetrics, ParsedProtocolLinesKeepTheirNaN) {
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_TRUE(std::isnan(steps[0].loss));
   EXPECT_EQ(steps[0].grad_norm, std::numeric_limits<double>::infinity());
+}
+
+TEST(StoreMetrics, FingerprintLinesKeepNormAndSketch) {
+  ParsedLine line = parse_metrics_line(
+      R"({"v":1,"type":"fingerprint","rank":2,"t":1.0,"step":7,"what":"grads","hash":"ab",)"
+      R"("norm":4.5,"sketch":[1.5,"nan",-2]})");
+  ASSERT_EQ(line.status, ParseStatus::Ok) << line.error;
+  const auto& print = std::get<FingerprintRecord>(*line.record);
+  EXPECT_EQ(print.norm, 4.5);
+  ASSERT_EQ(print.sketch.size(), 3u);
+  EXPECT_EQ(print.sketch[0], 1.5);
+  EXPECT_TRUE(std::isnan(print.sketch[1]));
+  EXPECT_EQ(print.sketch[2], -2.0);
+  // A trainer that writes only the digest (the protocol's minimum) is read as such.
+  ParsedLine bare = parse_metrics_line(
+      R"({"v":1,"type":"fingerprint","rank":0,"t":1.0,"step":7,"what":"grads","hash":"ab"})");
+  ASSERT_EQ(bare.status, ParseStatus::Ok) << bare.error;
+  EXPECT_FALSE(std::get<FingerprintRecord>(*bare.record).norm.has_value());
+  EXPECT_TRUE(std::get<FingerprintRecord>(*bare.record).sketch.empty());
 }
 
 }  // namespace
