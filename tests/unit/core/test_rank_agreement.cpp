@@ -1,0 +1,74 @@
+// Unit tests of harness/rank_agreement: sketch distances, the first divergent step, and who is
+// the odd rank out with and without a majority.
+#include "harness/rank_agreement.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace faultline::harness {
+namespace {
+
+FingerprintRecord print(int rank, int64_t step, std::string hash, std::vector<double> sketch,
+                        std::string what = "grads") {
+  return {rank, 0.0, step, std::move(what), std::move(hash), std::nullopt, std::move(sketch)};
+}
+
+TEST(RankAgreement, DistanceIsRelativeToTheReferenceAndZeroForEqualBits) {
+  EXPECT_EQ(sketch_distance(print(0, 1, "a", {3, 4}), print(0, 1, "a", {1, 1})), 0.0);
+  EXPECT_DOUBLE_EQ(sketch_distance(print(0, 1, "a", {3, 4}), print(0, 1, "b", {0, 4})),
+                   3.0 / 4.0);
+  EXPECT_TRUE(std::isnan(sketch_distance(print(0, 1, "a", {}), print(0, 1, "b", {1}))));
+  EXPECT_TRUE(std::isnan(sketch_distance(print(0, 1, "a", {1, 2}), print(0, 1, "b", {1}))));
+}
+
+TEST(RankAgreement, FirstDivergenceIsTheFirstStepBeyondTolerance) {
+  std::vector<FingerprintRecord> run, reference;
+  for (int64_t step = 1; step <= 5; ++step) {
+    reference.push_back(print(0, step, "r" + std::to_string(step), {1, 1}, "params"));
+    const double drift = step < 4 ? 1e-7 * step : 0.1;
+    run.push_back(print(0, step, "x" + std::to_string(step), {1 + drift, 1}, "params"));
+    run.push_back(print(1, step, "y", {9, 9}, "params"));  // only rank 0 is compared
+  }
+  auto divergence = first_divergence(run, reference, "params", 1e-5);
+  ASSERT_TRUE(divergence.has_value());
+  EXPECT_EQ(divergence->step, 4);
+  EXPECT_NEAR(divergence->healthy_max, 3e-7 / std::sqrt(2.0), 1e-12);
+  EXPECT_FALSE(first_divergence(run, reference, "params", 1.0).has_value());
+  EXPECT_FALSE(first_divergence(run, reference, "grads", 1e-5).has_value());
+}
+
+TEST(RankAgreement, TwoRanksAreJudgedByTheReference) {
+  const auto reference = print(0, 6, "good", {1, 2});
+  std::vector<FingerprintRecord> run = {print(1, 6, "bad", {-1, 2}), print(0, 6, "good", {1, 2}),
+                                        print(0, 5, "other", {7, 7})};
+  auto ranks = compare_ranks(run, &reference, 6, 1e-5);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].rank, 0);
+  EXPECT_TRUE(ranks[0].agrees);
+  EXPECT_FALSE(ranks[1].agrees);
+  EXPECT_EQ(ranks[1].peers, 0);
+  EXPECT_EQ(odd_ranks(ranks), std::vector<int>{1});
+}
+
+TEST(RankAgreement, AMajorityOfPeersOutvotesAReferenceThatSharesTheFault) {
+  // The reference ran as rank 0 and carries rank 0's fault: three peers agree among themselves.
+  const auto reference = print(0, 9, "bad", {-1, 2});
+  std::vector<FingerprintRecord> run = {print(0, 9, "bad", {-1, 2}), print(1, 9, "good", {1, 2}),
+                                        print(2, 9, "good", {1, 2}), print(3, 9, "good", {1, 2})};
+  auto ranks = compare_ranks(run, &reference, 9, 1e-5);
+  EXPECT_EQ(ranks[1].peers, 2);
+  EXPECT_EQ(odd_ranks(ranks), std::vector<int>{0});
+}
+
+TEST(RankAgreement, NoMajorityFallsBackToTheReferenceAndAgreementIsEmpty) {
+  const auto reference = print(0, 2, "a", {1, 0});
+  std::vector<FingerprintRecord> split = {print(0, 2, "a", {1, 0}), print(1, 2, "a", {1, 0}),
+                                          print(2, 2, "b", {0, 1}), print(3, 2, "c", {0, -1})};
+  EXPECT_EQ(odd_ranks(compare_ranks(split, &reference, 2, 1e-5)), (std::vector<int>{2, 3}));
+  std::vector<FingerprintRecord> healthy = {print(0, 2, "a", {1, 0}), print(1, 2, "a", {1, 0})};
+  EXPECT_TRUE(odd_ranks(compare_ranks(healthy, &reference, 2, 1e-5)).empty());
+}
+
+}  // namespace
+}  // namespace faultline::harness
