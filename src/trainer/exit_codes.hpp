@@ -9,6 +9,7 @@ enum class TrainExit : int {
   UserError = 2,    // bad config, data, checkpoint or environment
   Nonfinite = 3,    // halted on the first non-finite step (probe.halt_on_nonfinite)
   DataAnomaly = 4,  // a token id outside the vocabulary
+  OutOfMemory = 5,  // an allocation failed (std::bad_alloc or LibTorch's allocator)
 };
 
 }  // namespace faultline::trainer

@@ -1,12 +1,41 @@
 // faultline-train: the bundled deterministic GPT trainer. Parses arguments, loads the config,
 // runs the training loop, and maps errors to documented exit codes.
+#include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
+#include <new>
+#include <string>
 
 #include "common/error.hpp"
 #include "trainer/trainer.hpp"
+
+namespace {
+
+// LibTorch's CPU allocator reports a failed allocation as a plain c10::Error (CAFFE_ENFORCE in
+// c10/core/impl/alloc_cpu.cpp), so only its message tells it from any other library error:
+// "can't allocate memory" when posix_memalign refuses, "not enough memory" when it returns null.
+bool is_allocation_failure(const c10::Error& error) {
+  const std::string& msg = error.msg();
+  return msg.find("DefaultCPUAllocator") != std::string::npos &&
+         (msg.find("can't allocate memory") != std::string::npos ||
+          msg.find("not enough memory") != std::string::npos);
+}
+
+// Running out of memory is the run's failure, not the trainer's bug: a documented exit code
+// lets the harness say `oom` instead of `crash`.
+int out_of_memory(const char* what) {
+  std::fprintf(stderr, "faultline-train: out of memory: %s\n", what);
+  return static_cast<int>(faultline::trainer::TrainExit::OutOfMemory);
+}
+
+int internal_error(const char* what) {
+  std::fprintf(stderr, "faultline-train: internal error: %s\n", what);
+  return static_cast<int>(faultline::trainer::TrainExit::Internal);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace faultline;
@@ -31,8 +60,14 @@ int main(int argc, char** argv) {
     for (const auto& item : error.items())
       std::fprintf(stderr, "%s\n", format_error("faultline-train", item).c_str());
     return static_cast<int>(trainer::TrainExit::UserError);
+  } catch (const c10::OutOfMemoryError& error) {  // a CUDA build's caching allocator
+    return out_of_memory(error.what_without_backtrace());
+  } catch (const c10::Error& error) {
+    return is_allocation_failure(error) ? out_of_memory(error.what_without_backtrace())
+                                        : internal_error(error.what());
+  } catch (const std::bad_alloc& error) {
+    return out_of_memory(error.what());
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "faultline-train: internal error: %s\n", error.what());
-    return static_cast<int>(trainer::TrainExit::Internal);
+    return internal_error(error.what());
   }
 }

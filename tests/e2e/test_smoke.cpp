@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -153,6 +154,42 @@ TEST(Smoke, OrganicHighLearningRateIsCaught) {
   EXPECT_EQ(cli.doc.at("verdict"), "fail") << cli.doc.dump();
 }
 
+// One rank starved of data: fault.data_delay_rank defaults to -1 (every rank), so a 1-rank
+// recipe needs no rank key. 50 ms is many times micro.toml's compute per step (~2 ms), so the
+// median data share is far above data_stall.max_share (0.5), and the first rung's 10 steps are
+// more than data_stall.min_steps (5): the gate fails there and runs nothing bigger.
+TEST(Smoke, DataDelayOnOneRankIsADataStallOnTheFirstRung) {
+  auto cli = smoke({"fault.data_delay_ms=50"});
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  const auto& rungs = cli.doc.at("rungs");
+  ASSERT_EQ(rungs.size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(rungs[0].at("verdict"), "fail");
+  EXPECT_EQ(rungs[0].at("steps"), 10);
+  auto stall = failure_of(cli, "data_stall");
+  ASSERT_FALSE(stall.is_null()) << cli.doc.dump();
+  EXPECT_EQ(stall.at("rank"), 0);
+  EXPECT_TRUE(stall.at("step").is_null());  // a property of the whole run: no step
+}
+
+// Organic: a learning rate of 1e-9 learns nothing. `stalled` is judged only on runs of at least
+// stalled.after_steps (100) steps, so the 10-step rung passes and the 100-step one fails, at its
+// last step. train.steps = 100 makes rung 2 reach 100 steps (micro.toml has 40) and drops the
+// later rungs, which would repeat it.
+TEST(Smoke, OrganicTinyLearningRateStallsOnTheHundredStepRung) {
+  auto cli = smoke({"optim.lr=1e-9", "train.steps=100"});
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  const auto& rungs = cli.doc.at("rungs");
+  ASSERT_EQ(rungs.size(), 2u) << cli.doc.dump();
+  EXPECT_EQ(rungs[0].at("verdict"), "pass") << cli.doc.dump();
+  EXPECT_EQ(rungs[1].at("steps"), 100);
+  EXPECT_EQ(rungs[1].at("verdict"), "fail");
+  const auto& failures = rungs[1].at("failures");
+  ASSERT_EQ(failures.size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(failures[0].at("kind"), "stalled");
+  EXPECT_EQ(failures[0].at("step"), 100);
+  EXPECT_EQ(failures[0].at("rank"), 0);
+}
+
 TEST(Smoke, BadLadderFileIsReportedWithFileAndKey) {
   std::string ladder = write_file("ladder.toml", "[[rungs]]\nranks = 1\nstepz = 10\n");
   auto cli = smoke({}, ladder);
@@ -191,6 +228,59 @@ TEST(Train, BadRecipeIsABadInputExitBeforeAnythingRuns) {
   auto cli = faultline_cli({"train", "-c", kMicro, "--set", "optim.lrr=1"}, dir);
   EXPECT_EQ(cli.result.exit_code, 2);
   EXPECT_THAT(cli.result.output, HasSubstr("faultline: error: unknown key 'optim.lrr'"));
+}
+
+// A model too large for the machine. n_embd at its cap (65536) makes block 0's qkv weight
+// 3 × 65536² floats = 48 GiB, the first large tensor the model allocates (the whole model, 8
+// blocks, asks for about 1.5 TiB; tensors are allocated one at a time, so the 48 GiB is what the
+// kernel sees). With overcommit in its default heuristic mode (or strict), the kernel refuses an
+// allocation larger than RAM + swap at once, before a page is touched: the trainer exits 5 and
+// the harness says `oom`, within seconds. Where 48 GiB would fit, or with overcommit always on,
+// the allocation would succeed and initializing it would fill real memory: not run there.
+TEST(Train, ModelTooLargeForMemoryIsAnOomReportedByTheTrainer) {
+  constexpr double kFirstTensorGiB = 48;
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int overcommit_mode = 0;
+  overcommit >> overcommit_mode;
+  if (overcommit_mode == 1) GTEST_SKIP() << "vm.overcommit_memory = 1 never refuses";
+  std::ifstream meminfo("/proc/meminfo");
+  double memory_kib = 0;
+  for (std::string key, unit; meminfo >> key;) {
+    double kib = 0;
+    meminfo >> kib >> unit;
+    if (key == "MemTotal:" || key == "SwapTotal:") memory_kib += kib;
+  }
+  if (memory_kib / (1024.0 * 1024.0) >= kFirstTensorGiB)
+    GTEST_SKIP() << "RAM + swap " << memory_kib / (1024.0 * 1024.0) << " GiB would hold "
+                 << kFirstTensorGiB << " GiB";
+
+  std::string dir = make_temp_dir("oom");
+  const auto start = std::chrono::steady_clock::now();
+  auto train = faultline_cli(
+      {"train", "-c", kMicro, "--set", "model.n_embd=65536", "--set", "model.n_layer=8", "--json"},
+      dir, /*timeout_s=*/60);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(train.result.exit_code, 1) << train.result.output;
+  EXPECT_LT(seconds, 20) << train.result.output;  // refused at once, not swapped or OOM-killed
+  ASSERT_TRUE(train.doc.is_object()) << train.result.output;
+  EXPECT_EQ(train.doc.at("verdict"), "fail");
+
+  // The stored run, as `faultline show` reads it back from the store.
+  const std::string run_id = std::to_string(train.doc.at("run_id").get<int64_t>());
+  auto show = faultline_cli({"show", run_id, "--json"}, dir);
+  ASSERT_EQ(show.result.exit_code, 0) << show.result.output;
+  const auto& failures = show.doc.at("failures");
+  ASSERT_EQ(failures.size(), 1u) << show.doc.dump();
+  EXPECT_EQ(failures[0].at("kind"), "oom");
+  EXPECT_EQ(failures[0].at("rank"), 0);
+  EXPECT_EQ(failures[0].at("detail"), "rank 0 ran out of memory (the trainer reported it)");
+
+  // The trainer's own line, in the rank's log.
+  std::ifstream log(dir + "/runs/run-" + run_id + "/rank0.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("faultline-train: out of memory: "));
 }
 
 TEST(Train, InterruptedRunKeepsItsRowsAndIsMarkedInterrupted) {

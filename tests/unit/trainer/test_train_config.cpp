@@ -158,8 +158,10 @@ TEST(TrainConfig, FaultKeysNeedTheirPartners) {
       {"fault.crash_step=3", "fault.crash_step", "fault.crash_rank", "fault.crash_rank=0"},
       {"fault.hang_step=3", "fault.hang_step", "fault.hang_rank", "fault.hang_rank=0"},
       {"fault.slow_ms=50", "fault.slow_ms", "fault.slow_rank", "fault.slow_rank=0"},
-      {"fault.corrupt_grad_step=2", "fault.corrupt_grad_step", "fault.corrupt_grad_rank",
-       "fault.corrupt_grad_rank=0"},
+      {"fault.corrupt_grad_step=2", "fault.corrupt_grad_step",
+       "fault.corrupt_grad_rank (or fault.corrupt_grad_host)", "fault.corrupt_grad_rank=0"},
+      {"fault.corrupt_grad_host=n1", "fault.corrupt_grad_host", "fault.corrupt_grad_step",
+       "fault.corrupt_grad_step=2"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.assignment);
@@ -247,6 +249,8 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"fault.hang_step", {"fault.hang_step=3", "fault.hang_rank=0"}},
       {"fault.slow_ms", {"fault.slow_ms=3", "fault.slow_rank=0"}},
       {"fault.corrupt_grad_step", {"fault.corrupt_grad_step=3", "fault.corrupt_grad_rank=0"}},
+      {"fault.corrupt_grad_host", {"fault.corrupt_grad_host=n1", "fault.corrupt_grad_step=3"}},
+      {"probe.replay_ranks", {"probe.replay_ranks=all"}},
       {"probe.replay_step", {"probe.replay_step=3", "probe.replay_samples=1"}},
       {"probe.replay_samples", {"probe.replay_samples=1", "probe.replay_step=3"}},
   };
