@@ -103,3 +103,28 @@ TEST(IsolateRanks, TooFewHostLabelsAreABadInput) {
   EXPECT_EQ(repeated.result.exit_code, 2);
   EXPECT_THAT(repeated.result.output, HasSubstr("repeated label"));
 }
+
+TEST(IsolateRanks, AStragglerIsNamedWithItsHostOnFourRanks) {
+  const std::string dir = make_temp_dir("straggler4");
+  auto cli = isolate(4, {"fault.slow_rank=2", "fault.slow_ms=20", "train.steps=20"}, dir,
+                     {"--hosts", "a,b,c,d"});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "straggler");
+  EXPECT_EQ(cli.doc.at("rank"), 2);
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({2}));
+  EXPECT_EQ(cli.doc.at("host"), "c");
+  EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 4) << "one rank cannot straggle";
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+TEST(IsolateRanks, ACrashNamesTheFirstRankToDieAndItsStep) {
+  const std::string dir = make_temp_dir("crash2");
+  auto cli = isolate(2, {"fault.crash_rank=1", "fault.crash_step=7"}, dir, {"--hosts", "x,y"});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "crash");
+  EXPECT_EQ(cli.doc.at("step"), 7);
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({1}));
+  EXPECT_EQ(cli.doc.at("host"), "y");
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("SIGSEGV"));
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
