@@ -149,8 +149,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
       request.scope == IsolateScope::All) {
     // Nothing failed, but silent corruption fails no detector: do the ranks agree?
     checkpoint("ranks", store::SearchStatus::Running);
-    TrialSpec replayed = isolate::with(failing, {"probe.fingerprint_every=1"});
-    if (auto diverging = isolate::locate_diverging_ranks(context, replayed, ran))
+    if (auto diverging = isolate::locate_diverging_ranks(context, failing, ran))
       return store_rank_finding(context, result, state, checkpoint, *diverging, ran);
     why_not += "; its " + std::to_string(failing.ranks) +
                " ranks agree with a 1-rank replay of the same batches";

@@ -57,7 +57,7 @@ const FingerprintRecord* grads_at(const std::vector<FingerprintRecord>& records,
 class ReplicaCheck {
  public:
   ReplicaCheck(Context& context, const TrialSpec& spec, const Outcome& outcome, int64_t step)
-      : context_(context), spec_(spec), step_(step) {
+      : spec_(spec), step_(step) {
     const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
     trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
                                   samples_used(context.store, outcome.run_id),
@@ -104,7 +104,6 @@ class ReplicaCheck {
             "probe.replay_samples=" + sample_list(samples_)};
   }
 
-  Context& context_;
   const TrialSpec& spec_;
   int64_t step_;
   std::vector<uint64_t> samples_;
