@@ -11,6 +11,7 @@
 #include "harness/isolate_phases.hpp"
 #include "harness/rank_agreement.hpp"
 #include "harness/run_facts.hpp"
+#include "probes/detectors/stats.hpp"
 #include "store/store.hpp"
 #include "trainer/sampler.hpp"
 #include "trainer/train_config.hpp"
@@ -20,12 +21,6 @@ namespace faultline::harness::isolate {
 namespace {
 
 using nlohmann::json;
-
-double median(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 json number_or_null(double value) {
   return std::isfinite(value) ? json(value) : json();
@@ -42,9 +37,9 @@ std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
   }
   std::map<int, json> timing;
   for (const auto& [rank, values] : step_ms)
-    timing[rank] = {{"median_step_ms", number_or_null(median(values))},
-                    {"median_data_ms", number_or_null(median(data_ms[rank]))},
-                    {"median_comm_ms", number_or_null(median(comm_ms[rank]))}};
+    timing[rank] = {{"median_step_ms", number_or_null(detectors::median(values))},
+                    {"median_data_ms", number_or_null(detectors::median(data_ms[rank]))},
+                    {"median_comm_ms", number_or_null(detectors::median(comm_ms[rank]))}};
   return timing;
 }
 
@@ -56,9 +51,9 @@ const FingerprintRecord* grads_at(const std::vector<FingerprintRecord>& records,
 
 class ReplicaCheck {
  public:
-  ReplicaCheck(Context& context, const TrialSpec& spec, const Outcome& outcome, int64_t step)
+  ReplicaCheck(Context& context, const TrialSpec& spec, const trainer::TrainConfig& config,
+               const Outcome& outcome, int64_t step)
       : spec_(spec), step_(step) {
-    const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
     trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
                                   samples_used(context.store, outcome.run_id),
                                   static_cast<uint64_t>(config.train.batch_size));
@@ -160,7 +155,7 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
 
   // 2. The replica check at that step, and its 1-rank reference.
   context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
-  ReplicaCheck check(context, spec, outcome, divergence->step);
+  ReplicaCheck check(context, spec, config, outcome, divergence->step);
   std::vector<std::string> failing_hosts = spec.hosts;
   failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
   RankLocation location;
