@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "trainer/gelu.hpp"
+
 namespace faultline::trainer {
 
 namespace {
@@ -22,11 +24,15 @@ AttentionImpl::AttentionImpl(const ModelConfig& config, std::string name_)
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
   const int64_t batch = x.size(0), time = x.size(1), width = x.size(2);
   const int64_t head_dim = width / n_head;
-  // [B, T, 3, H, hd] → three [B·H, T, hd] views.
-  auto parts = qkv(x).view({batch, time, 3, n_head, head_dim}).permute({2, 0, 3, 1, 4});
-  auto q = parts[0].reshape({batch * n_head, time, head_dim});
-  auto k = parts[1].reshape({batch * n_head, time, head_dim});
-  auto v = parts[2].reshape({batch * n_head, time, head_dim});
+  // [B, T, 3, H, hd] → one copy to [3, B·H, T, hd] → three views. unbind's backward is one
+  // stack; indexing each part would zero-fill and add three full-size gradients instead.
+  auto parts = qkv(x)
+                   .view({batch, time, 3, n_head, head_dim})
+                   .permute({2, 0, 3, 1, 4})
+                   .contiguous()
+                   .view({3, batch * n_head, time, head_dim})
+                   .unbind(0);
+  const auto &q = parts[0], &k = parts[1], &v = parts[2];
   auto bias = mask_bias.narrow(0, 0, time).narrow(1, 0, time);
   auto scores = torch::baddbmm(bias, q, k.transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/1.0 / std::sqrt(static_cast<double>(head_dim)));
@@ -41,7 +47,7 @@ MlpImpl::MlpImpl(const ModelConfig& config, std::string name_) : name(std::move(
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return proj(torch::gelu(fc(x), "tanh"));
+  return proj(gelu_tanh(fc(x)));
 }
 
 BlockImpl::BlockImpl(const ModelConfig& config, int index)

@@ -1,0 +1,20 @@
+// GELU with the tanh approximation, as plain loops over float arrays: the forward and the
+// backward that the trainer's fused GELU runs. Free of LibTorch so it can be tested and timed
+// alone.
+#pragma once
+
+#include <cstdint>
+
+namespace faultline::trainer {
+
+// y[i] = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+void gelu_tanh_forward(const float* x, float* y, int64_t count);
+
+// dx[i] = dy[i] · d/dx gelu(x[i]); recomputes the tanh rather than storing it, which costs less
+// than a second pass over memory.
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t count);
+
+// The tanh that both use: a rational approximation, within a few float ulps of std::tanh.
+float fast_tanh(float u);
+
+}  // namespace faultline::trainer
