@@ -1,6 +1,6 @@
 // The fused GELU's loops. ATen's tanh-GELU calls an accurate (1-ulp) vector tanh in forward and
-// again in backward; on the bundled models that was a quarter of a step. A rational tanh is
-// pure multiply-add and one divide, so the loops vectorize and run several times faster.
+// again in backward; on the bundled models that was a sixth to a quarter of a step. A rational
+// tanh is pure multiply-add and one divide, so the loops vectorize and run several times faster.
 #include "trainer/gelu_kernel.hpp"
 
 #include <algorithm>
@@ -14,7 +14,7 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 
 // Eigen's float tanh (generic_fast_tanh_float): odd degree-13 over even degree-6 polynomial,
-// clamped where tanh is 1 in float.
+// with the input clamped to ±7.905, where the ratio reaches 1 (beyond it, it drifts: 0.96 at 20).
 [[gnu::always_inline]] inline float rational_tanh(float u) {
   const float clamped = std::min(std::max(u, -7.90531110763549805f), 7.90531110763549805f);
   const float u2 = clamped * clamped;
