@@ -7,7 +7,7 @@
 
 namespace faultline::trainer {
 
-// float32 tensors take the fused path; any other dtype falls back to torch::gelu.
+// float32 CPU tensors take the fused path; other dtypes and devices fall back to torch::gelu.
 torch::Tensor gelu_tanh(const torch::Tensor& input);
 
 }  // namespace faultline::trainer

@@ -10,8 +10,8 @@ namespace faultline::trainer {
 // y[i] = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 void gelu_tanh_forward(const float* x, float* y, int64_t count);
 
-// dx[i] = dy[i] · d/dx gelu(x[i]); recomputes the tanh rather than storing it, which costs less
-// than a second pass over memory.
+// dx[i] = dy[i] · d/dx gelu(x[i]); recomputes the tanh from x, so forward need not keep a second
+// activation-sized buffer for backward.
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t count);
 
 // The tanh that both use: a rational approximation, within a few float ulps of std::tanh.
