@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build demo test test-fast bench format clean
+.PHONY: all deps configure build install demo test test-fast bench format clean
 
 all: build
 
@@ -17,6 +17,11 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# Installs faultline, faultline-train, the recipes and the Python helper under $(PREFIX).
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)

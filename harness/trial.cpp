@@ -12,6 +12,7 @@
 #include "harness/local_launcher.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
+#include "trainer/launch_check.hpp"
 #include "trainer/train_config.hpp"
 
 namespace faultline::harness {
@@ -21,11 +22,14 @@ namespace {
 // Buffers records for batch inserts and feeds the judge as they arrive.
 class IngestSink : public RecordSink {
  public:
-  IngestSink(store::Store& store, int64_t run_id, detectors::RunJudge& judge)
-      : store_(store), run_id_(run_id), judge_(judge) {}
+  IngestSink(store::Store& store, int64_t run_id, detectors::RunJudge& judge,
+             TrialObserver* observer)
+      : store_(store), run_id_(run_id), judge_(judge), observer_(observer) {}
 
   void on_record(int, const MetricsRecord& record) override {
     judge_.observe(record);
+    if (const auto* step = std::get_if<StepRecord>(&record); step && observer_)
+      observer_->step(*step);
     std::visit([this](const auto& r) { add(r); }, record);
     if (++buffered_ >= 10000) flush();
   }
@@ -58,6 +62,7 @@ class IngestSink : public RecordSink {
   store::Store& store_;
   int64_t run_id_;
   detectors::RunJudge& judge_;
+  TrialObserver* observer_;
   std::vector<StepRecord> steps_;
   std::vector<AnomalyRecord> anomalies_;
   std::vector<EventRecord> events_;
@@ -174,6 +179,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   const auto overrides = trial_overrides(spec);
   // Validate here: a bad recipe is the user's error, reported before anything is launched.
   const auto config = trainer::load_train_config(spec.config_path, overrides);
+  trainer::check_launchable(config, spec.ranks);
 
   store::RunInfo info;
   info.config_path = spec.config_path;
@@ -222,7 +228,12 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
 
   detectors::RunJudge judge(options_.thresholds,
                             detectors::RunContext{spec.ranks, config.schedule.warmup_steps});
-  IngestSink sink(store_, outcome.run_id, judge);
+  IngestSink sink(store_, outcome.run_id, judge, options_.observer);
+  if (options_.observer) {
+    TrialStart start{outcome.run_id, outcome.out_dir, {}, spec.ranks, info.steps};
+    for (const auto& rank : ranks) start.logs.push_back(rank.log_path);
+    options_.observer->started(start);
+  }
   SupervisedResult result;
   try {
     auto trial = launcher_.launch(ranks);

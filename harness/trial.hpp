@@ -9,6 +9,7 @@
 
 #include "harness/launcher.hpp"
 #include "harness/supervisor.hpp"
+#include "harness/trial_observer.hpp"
 #include "probes/detectors/failure.hpp"
 #include "probes/detectors/thresholds.hpp"
 
@@ -54,6 +55,7 @@ struct RunnerOptions {
   SuperviseOptions supervise;
   detectors::Thresholds thresholds;
   const std::atomic<bool>* interrupted = nullptr;  // set by a SIGINT handler
+  TrialObserver* observer = nullptr;               // progress lines; null: none
 };
 
 class TrialRunner {

@@ -8,18 +8,20 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/faultline-demo.XXXXXX")
 faultline=("$build/src/cli/faultline")
 common=(--db "$work/faultline.db" --work-dir "$work/runs" --trainer "$build/src/trainer/faultline-train")
 
-echo "== faultline smoke on recipes/train/tiny.toml (store: $work/faultline.db)"
-"${faultline[@]}" smoke -c recipes/train/tiny.toml "${common[@]}"
+"${faultline[@]}" --version "${common[@]}"
+echo
+echo "== faultline smoke -c tiny: the installed recipe recipes/train/tiny.toml (store: $work/faultline.db)"
+"${faultline[@]}" smoke -c tiny "${common[@]}"
 echo "exit code $? (0: the gate passed)"
 echo
 echo "== the same recipe with fault.nan_step=30, fault.nan_layer=blocks.1.attn"
-"${faultline[@]}" smoke -c recipes/train/tiny.toml --set fault.nan_step=30 \
+"${faultline[@]}" smoke -c tiny --set fault.nan_step=30 \
   --set fault.nan_layer=blocks.1.attn "${common[@]}"
 status=$?
 echo "exit code $status (1: the gate caught a failure)"
 echo
 echo "== faultline isolate on the broken variant: where does it break?"
-"${faultline[@]}" isolate -c recipes/train/tiny.toml --set fault.nan_step=30 \
+"${faultline[@]}" isolate -c tiny --set fault.nan_step=30 \
   --set fault.nan_layer=blocks.1.attn "${common[@]}"
 isolated=$?
 echo "exit code $isolated (0: localized)"

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct CommitsArgs {
-  RunContextOptions context;
+  RunContextOptions& context = shared_context();
   harness::CommitBisectRequest request;
   std::string test, recipe;
   bool flaky = false;
@@ -254,7 +254,7 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
       ->needs(flaky);
   command->add_option("--jobs", request.jobs, "commits proposed per round (judged in turn)");
   command->add_flag("--keep-worktrees", args->keep_worktrees, "leave every worktree on disk");
-  add_context_options(*command, args->context);
+  add_context_options(*command);
   command->callback([args, &exit_code] { exit_code = run_commits(*args); });
 }
 

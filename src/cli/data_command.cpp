@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "cli/run_context.hpp"
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/text.hpp"
@@ -61,6 +63,31 @@ void print_shard_line(const std::string& path, const data::Shard& shard) {
              hex64(data::token_checksum(shard.tokens)));
 }
 
+ConfigValue string_value(const std::string& text) {
+  ConfigValue value;
+  value.type = ConfigValue::Type::String;
+  value.string = text;
+  return value;
+}
+
+ConfigValue int_value(int64_t number) {
+  ConfigValue value;
+  value.type = ConfigValue::Type::Int;
+  value.integer = number;
+  return value;
+}
+
+// The recipe lines that train on the shards just written, to paste into a recipe.
+void print_recipe_lines(const std::string& dir, const data::ShardHeader& header) {
+  fmt::print(
+      "in a recipe (a relative data.path there is relative to the recipe's folder):\n"
+      "[model]\nvocab_size = {}  # at least\n[data]\npath = {}\ntokenizer = {}\n"
+      "tokenizer_version = {}\n",
+      int_value(header.vocab_size).toml(),
+      string_value(fs::absolute(dir).lexically_normal().string()).toml(),
+      string_value(header.tokenizer).toml(), int_value(header.tokenizer_version).toml());
+}
+
 struct SynthArgs {
   std::string out;
   data::SynthOptions options;
@@ -71,14 +98,17 @@ void run_synth(const SynthArgs& args) {
   data::validate_synth_options(args.options);
   prepare_output_dir(args.out, args.force ? ExistingShards::Replace : ExistingShards::Refuse);
   // One shard at a time: each is independent, so memory stays at one shard however many.
+  data::ShardHeader header;
   for (uint32_t k = 0; k < args.options.shards; ++k) {
     data::Shard shard = data::synth_shard(args.options, k);
     std::string path = shard_path(args.out, shard.name);
     data::write_shard(path, shard);
     print_shard_line(path, shard);
+    header = shard.header;
   }
   fmt::print("entropy estimate: {:.4f} nats/token (uniform over the vocabulary: {:.4f})\n",
              data::synth_entropy(args.options), std::log(double(args.options.vocab_size)));
+  print_recipe_lines(args.out, header);
 }
 
 struct PrepareArgs {
@@ -150,6 +180,7 @@ void run_prepare(const PrepareArgs& args) {
   }
   if (!shard.tokens.empty()) flush();
   fmt::print("{} bytes from {} file(s) into {} shard(s)\n", total, args.files.size(), written);
+  print_recipe_lines(args.out, shard.header);
 }
 
 void add_synth(CLI::App& data) {
@@ -189,7 +220,7 @@ void add_prepare(CLI::App& data) {
   cmd->callback([args] { run_prepare(*args); });
 }
 
-void add_inspect(CLI::App& data) {
+void add_inspect(CLI::App& data, int& exit_code) {
   struct InspectArgs {
     std::string path;
     bool json = false;
@@ -198,19 +229,21 @@ void add_inspect(CLI::App& data) {
   auto* cmd = data.add_subcommand("inspect", "show and verify the shards of a file or directory");
   cmd->add_option("path", args->path, "a shard file or a directory of shards")->required();
   cmd->add_flag("--json", args->json, "print one JSON document instead of a table");
-  cmd->callback([args] {
-    inspect_shards(args->path, args->json ? InspectFormat::Json : InspectFormat::Table);
+  cmd->callback([args, &exit_code] {
+    exit_code =
+        inspect_shards(args->path, args->json || shared_context().json ? InspectFormat::Json
+                                                                       : InspectFormat::Table);
   });
 }
 
 }  // namespace
 
-void add_data_commands(CLI::App& app) {
+void add_data_commands(CLI::App& app, int& exit_code) {
   auto* data = app.add_subcommand("data", "make and inspect tokenized shard files");
   data->require_subcommand(1);
   add_synth(*data);
   add_prepare(*data);
-  add_inspect(*data);
+  add_inspect(*data, exit_code);
 }
 
 }  // namespace faultline::cli

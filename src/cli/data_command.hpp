@@ -10,11 +10,12 @@ class App;
 namespace faultline::cli {
 
 // Registers `data synth`, `data prepare` and `data inspect` under `app`. Their callbacks throw
-// faultline::UserError on bad input; main() reports it.
-void add_data_commands(CLI::App& app);
+// faultline::UserError on bad input; main() reports it. `data inspect --json` sets `exit_code`.
+void add_data_commands(CLI::App& app, int& exit_code);
 
 // `data inspect PATH [--json]`, kept apart from the writers because it only reads.
 enum class InspectFormat { Table, Json };
-void inspect_shards(const std::string& path, InspectFormat format);
+// Returns the exit code; a table's errors are thrown, a JSON document's printed to stderr.
+int inspect_shards(const std::string& path, InspectFormat format);
 
 }  // namespace faultline::cli

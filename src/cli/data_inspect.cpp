@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/data_command.hpp"
+#include "cli/run_commands.hpp"
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "data/shard.hpp"
@@ -98,7 +99,7 @@ nlohmann::json to_json(const std::string& path, const std::vector<ShardReport>& 
 
 }  // namespace
 
-void inspect_shards(const std::string& path, InspectFormat format) {
+int inspect_shards(const std::string& path, InspectFormat format) {
   std::vector<ShardReport> reports;
   ErrorList errors;
   for (const std::string& file : data::list_shards(path)) {
@@ -117,13 +118,20 @@ void inspect_shards(const std::string& path, InspectFormat format) {
                  "`faultline data synth`");
   }
 
-  if (format == InspectFormat::Json)
-    fmt::print("{}\n", to_json(path, reports, errors).dump(2));
-  else
+  // A damaged corpus must fail scripts that only look at the exit code. With --json the
+  // document already lists the errors, so they go to stderr here rather than as a second
+  // document from main().
+  if (format == InspectFormat::Table) {
     print_table(reports);
-  // A damaged corpus must fail scripts that only look at the exit code.
+    std::fflush(stdout);
+    errors.throw_if_any();
+    return 0;
+  }
+  fmt::print("{}\n", to_json(path, reports, errors).dump(2));
   std::fflush(stdout);
-  errors.throw_if_any();
+  for (const auto& item : errors.items())
+    fmt::print(stderr, "{}\n", format_error("faultline", item));
+  return errors.empty() ? 0 : static_cast<int>(ExitCode::BadInput);
 }
 
 }  // namespace faultline::cli

@@ -100,7 +100,7 @@ store::FindingInfo load_finding(store::Store& store, const std::string& referenc
 }
 
 struct ReproArgs {
-  RunContextOptions context;
+  RunContextOptions& context = shared_context();
   std::string finding;
 };
 
@@ -147,12 +147,11 @@ int run_repro(const ReproArgs& args) {
 }  // namespace
 
 void add_finding_commands(CLI::App& app, int& exit_code) {
-  auto list_args = std::make_shared<RunContextOptions>();
+  RunContextOptions* list_args = &shared_context();
   auto limit = std::make_shared<int>(20);
   auto* findings = app.add_subcommand("findings", "stored findings, newest first");
-  findings->add_option("--db", list_args->db, "SQLite store");
+  add_store_options(*findings);
   findings->add_option("-n,--limit", *limit, "how many");
-  findings->add_flag("--json", list_args->json, "print one JSON document");
   findings->callback([list_args, limit] {
     auto store = store::Store::open(resolve_db_path(list_args->db));
     json out = json::array();
@@ -171,7 +170,7 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
   auto repro_args = std::make_shared<ReproArgs>();
   auto* repro = app.add_subcommand("repro", "re-run a finding's minimal reproduction and compare");
   repro->add_option("FINDING", repro_args->finding, "finding id, e.g. F3")->required();
-  add_context_options(*repro, repro_args->context);
+  add_context_options(*repro);
   repro->callback([repro_args, &exit_code] { exit_code = run_repro(*repro_args); });
 }
 

@@ -26,7 +26,7 @@ namespace {
 using nlohmann::json;
 
 struct IsolateArgs {
-  RunContextOptions context;
+  RunContextOptions& context = shared_context();
   std::string config;
   std::vector<std::string> overrides;
   std::string baseline;
@@ -35,6 +35,7 @@ struct IsolateArgs {
   int jobs = 1;
   int ranks = 0;
   std::string hosts;  // comma-separated host labels: the ranks' first, then spares
+  std::vector<std::string> option_names;  // suggested for an unknown --set key
 };
 
 std::vector<std::string> host_labels(const std::string& list, int ranks) {
@@ -57,9 +58,10 @@ std::vector<std::string> host_labels(const std::string& list, int ranks) {
 harness::TrialSpec failing_spec(const IsolateArgs& args) {
   harness::TrialSpec spec;
   if (args.config.empty()) return spec;
-  spec.config_path = std::filesystem::absolute(args.config).string();
-  spec.overrides = args.overrides;
-  const auto recipe = trainer::load_train_config(spec.config_path, spec.overrides);
+  spec.config_path = resolve_train_recipe(args.config);
+  spec.overrides = trainer::absolute_path_overrides(args.overrides);
+  const auto recipe =
+      trainer::load_train_config(spec.config_path, spec.overrides, args.option_names);
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
   spec.parent = "isolate";
   spec.hosts = host_labels(args.hosts, spec.ranks);
@@ -71,12 +73,13 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
   if (args.baseline.empty() && args.baseline_overrides.empty()) return std::nullopt;
   harness::TrialSpec spec = failing;
   if (!args.baseline.empty()) {
-    spec.config_path = std::filesystem::absolute(args.baseline).string();
+    spec.config_path = resolve_train_recipe(args.baseline, "--baseline");
     spec.overrides.clear();
   }
-  spec.overrides.insert(spec.overrides.end(), args.baseline_overrides.begin(),
-                        args.baseline_overrides.end());
-  trainer::load_train_config(spec.config_path, spec.overrides);  // bad input: report it now
+  const auto baseline_overrides = trainer::absolute_path_overrides(args.baseline_overrides);
+  spec.overrides.insert(spec.overrides.end(), baseline_overrides.begin(), baseline_overrides.end());
+  // bad input: report it now
+  trainer::load_train_config(spec.config_path, spec.overrides, args.option_names);
   spec.parent = "isolate:baseline";
   return spec;
 }
@@ -146,7 +149,8 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
 }
 
 void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline) {
-  command.add_option("-c,--config", args.config, "the failing trainer recipe (TOML)");
+  command.add_option("-c,--config", args.config,
+                     "the failing trainer recipe: a TOML file or an installed recipe's name");
   command.add_option("--set", args.overrides, "override a recipe key: section.key=value");
   command.add_option("--ranks", args.ranks, "ranks of the failing run (default: dist.ranks)");
   command.add_option("--run", args.run, "start from this stored failing run instead of -c");
@@ -159,7 +163,7 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
     command.add_option("--baseline-set", args.baseline_overrides,
                        "the failing recipe with these keys is known to be good");
   }
-  add_context_options(command, args.context);
+  add_context_options(command);
 }
 
 }  // namespace
@@ -169,7 +173,8 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
   auto* isolate = app.add_subcommand(
       "isolate", "find where a failing setup breaks: scale, step, module, samples, config");
   add_search_options(*isolate, *isolate_args, true);
-  isolate->callback([isolate_args, &exit_code] {
+  isolate->callback([isolate_args, isolate, &exit_code] {
+    isolate_args->option_names = option_names(*isolate);
     exit_code = run_isolate(*isolate_args, harness::IsolateScope::All);
   });
 
@@ -184,7 +189,10 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
     auto args = std::make_shared<IsolateArgs>();
     auto* axis = bisect->add_subcommand(name, help);
     add_search_options(*axis, *args, scope == harness::IsolateScope::Config);
-    axis->callback([args, scope = scope, &exit_code] { exit_code = run_isolate(*args, scope); });
+    axis->callback([args, axis, scope = scope, &exit_code] {
+      args->option_names = option_names(*axis);
+      exit_code = run_isolate(*args, scope);
+    });
   }
   add_finding_commands(app, exit_code);
   return bisect;

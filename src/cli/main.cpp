@@ -3,49 +3,50 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <cstring>
 #include <exception>
 
 #include "cli/bisect_commits_command.hpp"
 #include "cli/data_command.hpp"
+#include "cli/error_output.hpp"
 #include "cli/isolate_commands.hpp"
 #include "cli/run_commands.hpp"
+#include "cli/run_context.hpp"
+#include "cli/version.hpp"
 #include "common/error.hpp"
 
-namespace {
-
-// Exit codes: 0 success, 1 a bug in faultline, 2 a problem with the user's input.
-constexpr int kExitInternal = 1;
-constexpr int kExitUser = 2;
-
-int report(const faultline::UserError& error) {
-  for (const auto& item : error.items())
-    fmt::print(stderr, "{}\n", faultline::format_error("faultline", item));
-  return kExitUser;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  // 1. Describe the command line; each group of subcommands registers itself.
+  using namespace faultline::cli;
+  // 1. Describe the command line; each group of subcommands registers itself. The options every
+  // command shares are accepted before the subcommand too (`faultline --db x.db runs`).
   CLI::App app{"faultline: finds where LLM training goes wrong", "faultline"};
-  app.require_subcommand(1);
   int exit_code = 0;  // set by the subcommand that ran
-  faultline::cli::add_data_commands(app);
-  faultline::cli::add_run_commands(app, exit_code);
-  auto* bisect = faultline::cli::add_isolate_commands(app, exit_code);
-  faultline::cli::add_bisect_commits_command(*bisect, exit_code);
+  bool version = false;
+  app.add_flag("--version", version, "print the version, git commit, LibTorch and BLAS");
+  add_context_options(app);
+  add_data_commands(app, exit_code);
+  add_run_commands(app, exit_code);
+  auto* bisect = add_isolate_commands(app, exit_code);
+  add_bisect_commits_command(*bisect, exit_code);
+  app.require_subcommand(0, 1);
 
-  // 2. Parse and run, 3. report: user errors are caught here and nowhere else.
+  // 2. Parse and run, 3. report: user errors are caught here and nowhere else. With --json a
+  // failure is still one JSON document on stdout.
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json = json || std::strcmp(argv[i], "--json") == 0;
+  ErrorOutput errors{json ? ErrorFormat::Json : ErrorFormat::Text};
   try {
     app.parse(argc, argv);
+    if (version) return print_version();
+    if (app.get_subcommands().empty()) throw CLI::RequiredError("A subcommand");
     return exit_code;
   } catch (const CLI::ParseError& error) {
     // --help arrives as a ParseError with exit code 0; everything else is a usage mistake.
-    return app.exit(error) == 0 ? 0 : kExitUser;
+    if (error.get_exit_code() == 0 || !json) return app.exit(error) == 0 ? 0 : errors.usage_code();
+    return errors.usage(error.what());
   } catch (const faultline::UserError& error) {
-    return report(error);
+    return errors.user(error);
   } catch (const std::exception& error) {
-    fmt::print(stderr, "faultline: internal error: {}\n", error.what());
-    return kExitInternal;
+    return errors.internal(error.what());
   }
 }

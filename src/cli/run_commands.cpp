@@ -11,10 +11,13 @@
 
 #include "cli/finding_report.hpp"
 #include "cli/run_context.hpp"
+#include "cli/train_progress.hpp"
 #include "common/error.hpp"
+#include "common/resources.hpp"
 #include "harness/ladder.hpp"
 #include "harness/local_launcher.hpp"
 #include "store/store.hpp"
+#include "trainer/launch_check.hpp"
 #include "trainer/train_config.hpp"
 
 namespace faultline::cli {
@@ -24,18 +27,20 @@ namespace {
 using nlohmann::json;
 
 struct TrainArgs {
-  RunContextOptions context;
+  RunContextOptions& context = shared_context();
   std::string config;
   std::vector<std::string> overrides;
   int ranks = 0;
   int64_t steps = 0;
+  std::vector<std::string> option_names;  // suggested for an unknown --set key
 };
 
 struct SmokeArgs {
-  RunContextOptions context;
+  RunContextOptions& context = shared_context();
   std::string config;
   std::vector<std::string> overrides;
-  std::string ladder = "recipes/ladders/default.toml";
+  std::string ladder = "default";  // an installed ladder's name, or a file
+  std::vector<std::string> option_names;
 };
 
 json failures_json(const std::vector<detectors::Failure>& failures) {
@@ -82,17 +87,23 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
 }
 
 int run_train(const TrainArgs& args) {
-  auto recipe = trainer::load_train_config(args.config, args.overrides);
+  const std::string config = resolve_train_recipe(args.config);
+  auto recipe = trainer::load_train_config(config, args.overrides, args.option_names);
   harness::TrialSpec spec;
-  spec.config_path = args.config;
-  spec.overrides = args.overrides;
+  spec.config_path = config;
+  spec.overrides = trainer::absolute_path_overrides(args.overrides);
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
+  trainer::check_launchable(recipe, spec.ranks);
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
-  harness::TrialRunner runner(store, launcher, runner_options(args.context));
+  TrainProgress progress(progress_style(args.context.quiet));
+  auto options = runner_options(args.context);
+  options.observer = &progress;
+  harness::TrialRunner runner(store, launcher, options);
   auto outcome = runner.run(spec);
+  progress.finish();
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", outcome.run_id},
                             {"verdict", harness::to_string(outcome.verdict)},
@@ -111,10 +122,12 @@ int run_train(const TrainArgs& args) {
 }
 
 int run_smoke(const SmokeArgs& args) {
-  auto recipe = trainer::load_train_config(args.config, args.overrides);
-  auto ladder = harness::load_ladder(args.ladder);
+  const std::string config = resolve_train_recipe(args.config);
+  auto recipe = trainer::load_train_config(config, args.overrides, args.option_names);
+  auto ladder = harness::load_ladder(resolve_recipe(args.ladder, RecipeKind::Ladder, "--ladder"));
   auto rungs =
       harness::resolve_ladder(ladder, static_cast<int>(recipe.dist.ranks), recipe.train.steps);
+  for (const auto& rung : rungs) trainer::check_launchable(recipe, rung.ranks);
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   harness::TrialRunner runner(store, launcher, runner_options(args.context));
@@ -124,8 +137,8 @@ int run_smoke(const SmokeArgs& args) {
   for (size_t i = 0; i < rungs.size(); ++i) {
     const auto& rung = rungs[i];
     harness::TrialSpec spec;
-    spec.config_path = args.config;
-    spec.overrides = args.overrides;
+    spec.config_path = config;
+    spec.overrides = trainer::absolute_path_overrides(args.overrides);
     spec.ranks = rung.ranks;
     spec.stop_after = rung.steps;
     spec.data_fraction = rung.rung.data_fraction;
@@ -190,30 +203,41 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
 void add_run_commands(CLI::App& app, int& exit_code) {
   auto train_args = std::make_shared<TrainArgs>();
   auto* train = app.add_subcommand("train", "one supervised trainer run, stored and judged");
-  train->add_option("-c,--config", train_args->config, "trainer recipe (TOML)")->required();
+  train
+      ->add_option("-c,--config", train_args->config,
+                   "trainer recipe: a TOML file or an installed recipe's name (tiny)")
+      ->required();
   train->add_option("--set", train_args->overrides, "override a recipe key: section.key=value");
   train->add_option("--ranks", train_args->ranks,
                     "ranks to launch (default: the recipe's dist.ranks)");
   train->add_option("--steps", train_args->steps,
                     "stop after this many steps (a prefix of the run)");
-  add_context_options(*train, train_args->context);
-  train->callback([train_args, &exit_code] { exit_code = run_train(*train_args); });
+  add_context_options(*train);
+  train->callback([train_args, train, &exit_code] {
+    train_args->option_names = option_names(*train);
+    exit_code = run_train(*train_args);
+  });
 
   auto smoke_args = std::make_shared<SmokeArgs>();
   auto* smoke = app.add_subcommand("smoke", "the golden-rule gate: small rungs before big ones");
-  smoke->add_option("-c,--config", smoke_args->config, "trainer recipe (TOML)")->required();
+  smoke
+      ->add_option("-c,--config", smoke_args->config,
+                   "trainer recipe: a TOML file or an installed recipe's name (tiny)")
+      ->required();
   smoke->add_option("--set", smoke_args->overrides, "override a recipe key: section.key=value");
   smoke->add_option("--ladder", smoke_args->ladder,
-                    "ladder file (default: recipes/ladders/default.toml)");
-  add_context_options(*smoke, smoke_args->context);
-  smoke->callback([smoke_args, &exit_code] { exit_code = run_smoke(*smoke_args); });
+                    "ladder file, or an installed ladder's name (default: default)");
+  add_context_options(*smoke);
+  smoke->callback([smoke_args, smoke, &exit_code] {
+    smoke_args->option_names = option_names(*smoke);
+    exit_code = run_smoke(*smoke_args);
+  });
 
-  auto runs_args = std::make_shared<RunContextOptions>();
+  RunContextOptions* runs_args = &shared_context();
   auto limit = std::make_shared<int>(20);
   auto* runs = app.add_subcommand("runs", "stored runs, newest first");
-  runs->add_option("--db", runs_args->db, "SQLite store");
+  add_store_options(*runs);
   runs->add_option("-n,--limit", *limit, "how many");
-  runs->add_flag("--json", runs_args->json, "print one JSON document");
   runs->callback([runs_args, limit] {
     auto store = store::Store::open(resolve_db_path(runs_args->db));
     json out = json::array();
@@ -230,12 +254,11 @@ void add_run_commands(CLI::App& app, int& exit_code) {
     if (runs_args->json) fmt::print("{}\n", json{{"runs", out}}.dump());
   });
 
-  auto show_args = std::make_shared<RunContextOptions>();
+  RunContextOptions* show_args = &shared_context();
   auto reference = std::make_shared<std::string>();
   auto* show = app.add_subcommand("show", "one stored run (an id) or finding (F<id>)");
   show->add_option("ID", *reference, "run id, or finding id such as F3")->required();
-  show->add_option("--db", show_args->db, "SQLite store");
-  show->add_flag("--json", show_args->json, "print one JSON document");
+  add_store_options(*show);
   show->callback([show_args, reference] {
     if (finding_reference(*reference)) {
       show_finding(show_args->db, *reference, show_args->json);

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "common/resources.hpp"
 #include "probes/detectors/thresholds.hpp"
 
 namespace faultline::cli {
@@ -29,13 +30,35 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 fs::path own_dir() {
-  std::error_code error;
-  auto exe = fs::read_symlink("/proc/self/exe", error);
-  return error ? fs::current_path() : exe.parent_path();
+  return executable_dir();
 }
 }  // namespace
 
-void add_context_options(CLI::App& command, RunContextOptions& options) {
+RunContextOptions& shared_context() {
+  static RunContextOptions options;
+  return options;
+}
+
+void add_store_options(CLI::App& command) {
+  auto& options = shared_context();
+  command.add_option("--db", options.db, "SQLite store (default: $FAULTLINE_DB or ./faultline.db)");
+  command.add_flag("--json", options.json, "print one JSON document on stdout");
+}
+
+std::vector<std::string> option_names(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent())
+    for (const CLI::Option* option : app->get_options())
+      if (!option->get_lnames().empty()) names.push_back("--" + option->get_lnames().front());
+  return names;
+}
+
+std::string resolve_train_recipe(const std::string& given, const std::string& option) {
+  return resolve_recipe(given, RecipeKind::Train, option);
+}
+
+void add_context_options(CLI::App& command) {
+  auto& options = shared_context();
   command.add_option("--db", options.db, "SQLite store (default: $FAULTLINE_DB or ./faultline.db)");
   command.add_option("--trainer", options.trainer,
                      "trainer executable (default: faultline-train next to faultline)");
@@ -45,6 +68,7 @@ void add_context_options(CLI::App& command, RunContextOptions& options) {
   command.add_option("--step-timeout", options.step_timeout_s,
                      "seconds without a step record that make a hang");
   command.add_flag("--json", options.json, "print one JSON document on stdout");
+  command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
 }
 
 std::string resolve_db_path(const std::string& flag) {

@@ -1,5 +1,7 @@
 // What every run command shares: the store's path, the trainer binary, the work directory, the
 // detector thresholds, and a SIGINT flag so an interrupted command leaves a consistent store.
+// One instance serves the whole command line, so `faultline --db x runs` and
+// `faultline runs --db x` mean the same (as `git -C`).
 #pragma once
 
 #include <atomic>
@@ -16,17 +18,31 @@ class App;
 namespace faultline::cli {
 
 struct RunContextOptions {
-  std::string db;         // --db, else FAULTLINE_DB, else ./faultline.db
-  std::string trainer;    // --trainer, else FAULTLINE_TRAIN, else next to this binary
-  std::string work_dir;   // --work-dir, else ./faultline-runs
-  std::string detectors;  // --detectors, else recipes/detectors/default.toml when present
+  std::string db;        // --db, else FAULTLINE_DB, else ./faultline.db
+  std::string trainer;   // --trainer, else FAULTLINE_TRAIN, else next to this binary
+  std::string work_dir;  // --work-dir, else ./faultline-runs
+  std::string
+      detectors;  // --detectors, else the built-in defaults (recipes/detectors/default.toml)
   double step_timeout_s = 60;
   double startup_s = 120;
   bool json = false;
+  bool quiet = false;  // no progress lines on stderr
 };
 
-// Adds --db, --trainer, --work-dir, --detectors, --step-timeout, --json to a subcommand.
-void add_context_options(CLI::App& command, RunContextOptions& options);
+// The one instance the options of every command write to.
+RunContextOptions& shared_context();
+
+// Adds --db, --trainer, --work-dir, --detectors, --step-timeout, --json, --quiet to a command
+// (the top-level app included), bound to shared_context().
+void add_context_options(CLI::App& command);
+// Only --db and --json: the commands that read the store and run nothing.
+void add_store_options(CLI::App& command);
+
+// Long names of a command's options and its parents' ("--step-timeout"), for suggestions.
+std::vector<std::string> option_names(const CLI::App& command);
+
+// -c of a run command: a recipe file, or the name of an installed one ("tiny"); absolute.
+std::string resolve_train_recipe(const std::string& given, const std::string& option = "-c");
 
 std::string resolve_db_path(const std::string& flag);
 std::string resolve_trainer(const std::string& flag);

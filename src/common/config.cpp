@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -60,22 +61,24 @@ std::string origin_of(const toml::node& node, const std::string& name) {
 }
 
 void flatten(const toml::node& node, const std::string& prefix, const std::string& name,
-             std::map<std::string, ConfigValue>& out, ErrorList& errors) {
+             const std::string& base_dir, std::map<std::string, ConfigValue>& out,
+             ErrorList& errors) {
   if (const auto* table = node.as_table()) {
     for (const auto& [key, child] : *table) {
       std::string path =
           prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
-      flatten(child, path, name, out, errors);
+      flatten(child, path, name, base_dir, out, errors);
     }
     return;
   }
   if (const auto* array = node.as_array()) {
     for (size_t i = 0; i < array->size(); ++i)
-      flatten(*array->get(i), prefix + "." + std::to_string(i), name, out, errors);
+      flatten(*array->get(i), prefix + "." + std::to_string(i), name, base_dir, out, errors);
     return;
   }
   ConfigValue value;
   value.origin = origin_of(node, name);
+  value.base_dir = base_dir;
   if (auto b = node.value_exact<bool>()) {
     value.type = ConfigValue::Type::Bool;
     value.boolean = *b;
@@ -96,7 +99,7 @@ void flatten(const toml::node& node, const std::string& prefix, const std::strin
   out[prefix] = std::move(value);
 }
 
-ConfigSource parse(std::string_view text, const std::string& name) {
+ConfigSource parse(std::string_view text, const std::string& name, const std::string& base_dir) {
   ConfigSource source;
   toml::table table;
   try {
@@ -109,7 +112,7 @@ ConfigSource parse(std::string_view text, const std::string& name) {
   }
   std::map<std::string, ConfigValue> values;
   ErrorList errors;
-  flatten(table, "", name, values, errors);
+  flatten(table, "", name, base_dir, values, errors);
   errors.throw_if_any();
   for (auto& [key, value] : values) source.set(key, std::move(value));
   return source;
@@ -181,16 +184,18 @@ std::string ConfigValue::toml() const {
 
 ConfigSource ConfigSource::from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot read config file", path, "check the path given with -c");
+  if (!in)
+    throw UserError("cannot read config file", path, "check that the file exists and is readable");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  ConfigSource source = parse(buffer.str(), path);
+  const auto folder = std::filesystem::absolute(path).parent_path().lexically_normal();
+  ConfigSource source = parse(buffer.str(), path, folder.string());
   source.name_ = path;
   return source;
 }
 
 ConfigSource ConfigSource::from_string(std::string_view toml_text, const std::string& name) {
-  ConfigSource source = parse(toml_text, name);
+  ConfigSource source = parse(toml_text, name, std::filesystem::current_path().string());
   source.name_ = name;
   return source;
 }
@@ -206,6 +211,7 @@ void ConfigSource::apply_overrides(const std::vector<std::string>& assignments) 
       continue;
     }
     values_[key] = ConfigValue::parse_literal(assignment.substr(equals + 1), "--set " + key);
+    values_[key].base_dir = std::filesystem::current_path().string();
   }
   errors.throw_if_any();
 }
@@ -304,6 +310,24 @@ void ConfigBinder::bind(const std::string& key, std::string& field,
   resolved_[key] = quote(field);
 }
 
+void ConfigBinder::bind_path(const std::string& key, std::string& field, PathCheck check) {
+  bind(key, field);
+  auto it = source_.values().find(key);
+  const ConfigValue* value = it == source_.values().end() ? nullptr : &it->second;
+  if (!value || field.empty()) return;
+  std::filesystem::path path = field;
+  if (path.is_relative()) path = std::filesystem::path(value->base_dir) / path;
+  field = path.lexically_normal().string();
+  resolved_[key] = quote(field);
+  std::error_code error;
+  if (check == PathCheck::MustExist && !std::filesystem::exists(field, error))
+    errors_.add("path does not exist: " + field, where(key, value),
+                value->origin.rfind("--set", 0) == 0
+                    ? "a path given with --set is relative to the current directory"
+                    : "a relative path in a recipe is relative to the recipe's own folder (" +
+                          value->base_dir + ")");
+}
+
 void ConfigBinder::fail(const std::string& key, std::string what, std::string hint) {
   auto it = source_.values().find(key);
   errors_.add(std::move(what), where(key, it == source_.values().end() ? nullptr : &it->second),
@@ -315,7 +339,11 @@ void ConfigBinder::finish() {
   ErrorList unknown;
   for (const auto& [key, value] : source_.values()) {
     if (known.count(key)) continue;
-    unknown.add("unknown key '" + key + "'", value.origin, did_you_mean(key, known_));
+    std::string hint = did_you_mean(key, known_);
+    if (auto option = option_named_by(key, options_); !option.empty())
+      hint =
+          hint.empty() ? "for that, use the option " + option : hint + " or the option " + option;
+    unknown.add("unknown key '" + key + "'", value.origin, hint);
   }
   ErrorList all = unknown;
   for (const auto& item : errors_.items()) all.add(item.what, item.where, item.hint);

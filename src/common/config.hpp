@@ -20,7 +20,9 @@ struct ConfigValue {
   int64_t integer = 0;
   double real = 0;
   std::string string;
-  std::string origin;  // "file.toml:12" or "--set"
+  std::string origin;    // "file.toml:12" or "--set"
+  std::string base_dir;  // what a relative path in it is relative to: the file's folder, or the
+                         // current directory for --set
 
   static ConfigValue parse_literal(std::string_view text, std::string origin);
   std::string type_name() const;
@@ -45,6 +47,9 @@ class ConfigSource {
   std::map<std::string, ConfigValue> values_;
 };
 
+// What bind_path checks beyond the type.
+enum class PathCheck { None, MustExist };
+
 template <typename T>
 struct Range {
   std::optional<T> min;
@@ -63,6 +68,13 @@ class ConfigBinder {
   void bind(const std::string& key, double& field, Range<double> range = {});
   void bind(const std::string& key, std::string& field,
             const std::vector<std::string>& choices = {});
+  // A path: made absolute against the folder of the file that set it (or the current
+  // directory for --set), so a recipe works from any directory; "" stays "".
+  void bind_path(const std::string& key, std::string& field, PathCheck check);
+
+  // CLI options to suggest for an unknown key that names one ("timeout.step_s" →
+  // --step-timeout): a user who writes --set for what is an option learns the option.
+  void suggest_options(std::vector<std::string> options) { options_ = std::move(options); }
 
   // Reports a cross-field problem found after binding, e.g. "n_embd must divide by n_head".
   void fail(const std::string& key, std::string what, std::string hint = "");
@@ -80,6 +92,7 @@ class ConfigBinder {
   const ConfigSource& source_;
   std::map<std::string, std::string> resolved_;  // key → TOML literal
   std::vector<std::string> known_;
+  std::vector<std::string> options_;
   ErrorList errors_;
 };
 

@@ -2,6 +2,7 @@
 #include "common/text.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace faultline {
 
@@ -47,6 +48,40 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
   std::string match = closest_match(word, candidates);
   return match.empty() ? "" : "did you mean '" + match + "'?";
+}
+
+namespace {
+std::vector<std::string> words_of(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : text) {
+    if (c == '.' || c == '_' || c == '-') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+}  // namespace
+
+std::string option_named_by(std::string_view key, const std::vector<std::string>& options) {
+  const auto key_words = words_of(key);
+  std::string best;
+  size_t best_words = 0;
+  for (const auto& option : options) {
+    const auto words = words_of(option);
+    bool all = !words.empty();
+    for (const auto& word : words)
+      all = all && std::find(key_words.begin(), key_words.end(), word) != key_words.end();
+    if (all && words.size() > best_words) {
+      best = option;
+      best_words = words.size();
+    }
+  }
+  return best;
 }
 
 std::string trim(std::string_view text) {

@@ -15,6 +15,10 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 // "; did you mean 'x'?" or "" — ready to append to a hint.
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// The option among `options` ("--step-timeout") whose words all appear in `key`'s words
+// ("timeout.step_s": timeout, step, s); the one with most words wins; "" when none does.
+std::string option_named_by(std::string_view key, const std::vector<std::string>& options);
+
 std::string trim(std::string_view text);
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::vector<std::string> split(std::string_view text, char separator);

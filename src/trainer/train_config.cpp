@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <utility>
 
 #include "common/config.hpp"
@@ -71,7 +72,7 @@ void bind_model(ConfigBinder& b, ModelConfig& m) {
 }
 
 void bind_data(ConfigBinder& b, DataConfig& d) {
-  b.bind("data.path", d.path);
+  b.bind_path("data.path", d.path, PathCheck::MustExist);
   b.bind("data.tokenizer", d.tokenizer);
   b.bind("data.tokenizer_version", d.tokenizer_version, {1, {}});
   b.bind("data.fraction", d.fraction, {0.0, 1.0});
@@ -212,9 +213,10 @@ std::string trajectory_lines(const std::string& canonical) {
   return kept;
 }
 
-TrainConfig bind_all(const ConfigSource& source) {
+TrainConfig bind_all(const ConfigSource& source, const std::vector<std::string>& cli_options) {
   TrainConfig config;
   ConfigBinder binder(source);
+  binder.suggest_options(cli_options);
   bind_model(binder, config.model);
   bind_data(binder, config.data);
   bind_optim(binder, config.optim);
@@ -228,22 +230,50 @@ TrainConfig bind_all(const ConfigSource& source) {
   config.canonical = binder.canonical();
   config.hash = hex64(hash_text(config.canonical));
   config.trajectory_hash = hex64(hash_text(trajectory_lines(config.canonical)));
+  for (const auto& [key, value] : source.values()) config.origins[key] = value.origin;
   return config;
 }
 
 }  // namespace
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const std::vector<std::string>& cli_options) {
   ConfigSource source = ConfigSource::from_file(path);
   source.apply_overrides(overrides);
-  return bind_all(source);
+  return bind_all(source, cli_options);
 }
 
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& name,
                                const std::vector<std::string>& overrides) {
   ConfigSource source = ConfigSource::from_string(toml_text, name);
   source.apply_overrides(overrides);
-  return bind_all(source);
+  return bind_all(source, {});
+}
+
+std::vector<std::string> absolute_path_overrides(const std::vector<std::string>& overrides) {
+  static const std::vector<std::string> path_keys = {"data.path"};  // those bound with bind_path
+  std::vector<std::string> out;
+  for (const auto& assignment : overrides) {
+    const auto equals = assignment.find('=');
+    const std::string key = equals == std::string::npos ? "" : trim(assignment.substr(0, equals));
+    if (std::find(path_keys.begin(), path_keys.end(), key) == path_keys.end()) {
+      out.push_back(assignment);
+      continue;
+    }
+    const auto value = ConfigValue::parse_literal(assignment.substr(equals + 1), "--set " + key);
+    const std::string text = value.type == ConfigValue::Type::String ? value.string : value.toml();
+    std::filesystem::path path = text;
+    out.push_back(text.empty() || path.is_absolute()
+                      ? assignment
+                      : key + "=" +
+                            (std::filesystem::current_path() / path).lexically_normal().string());
+  }
+  return out;
+}
+
+std::string TrainConfig::where(const std::string& key) const {
+  auto it = origins.find(key);
+  return it == origins.end() ? key : key + " at " + it->second;
 }
 
 const char* to_string(ScheduleKind kind) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -127,11 +128,21 @@ struct TrainConfig {
   // Hash of the keys that change the training trajectory (not probe.*, fault.*, stop_after,
   // log_every, checkpoint_every): a checkpoint resumes only into a config with the same one.
   std::string trajectory_hash;
+  std::map<std::string, std::string> origins;  // key → "file.toml:12" or "--set key", as given
+
+  // "train.batch_size at x.toml:12" (or the bare key when it was not given): an error's where.
+  std::string where(const std::string& key) const;
 };
 
 // Reads FILE, applies `--set` overrides, validates everything and throws one UserError listing
-// every problem.
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+// every problem. `cli_options` are the options of the command that reads it, suggested for an
+// unknown key that names one.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              const std::vector<std::string>& cli_options = {});
+
+// `--set` assignments with every path key's relative value made absolute against the current
+// directory, so a spec stored with a run or a finding means the same from any directory.
+std::vector<std::string> absolute_path_overrides(const std::vector<std::string>& overrides);
 
 // The same from TOML text (tests, recipes embedded in a store).
 TrainConfig parse_train_config(const std::string& toml_text, const std::string& name,

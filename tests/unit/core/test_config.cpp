@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "test_support.hpp"
 
 namespace faultline {
@@ -12,6 +14,7 @@ namespace {
 using faultline::testing::ScratchDir;
 using faultline::testing::user_error;
 using faultline::testing::user_errors;
+using faultline::testing::write_file;
 
 constexpr char kToml[] = R"(name = "tiny"
 [optim]
@@ -212,6 +215,70 @@ TEST(Config, ParseLiteralInfersTypes) {
   EXPECT_EQ(ConfigValue::parse_literal("'quoted'", "").string, "quoted");
   EXPECT_EQ(ConfigValue::parse_literal("bare", "").type, ConfigValue::Type::String);
   EXPECT_EQ(ConfigValue::parse_literal("1.0", "").toml(), "1.0");
+}
+
+TEST(Config, RelativePathsInAFileAreTakenFromTheFilesFolder) {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir.file("recipes/data"));
+  write_file(dir.file("recipes/r.toml"), "[data]\npath = \"data\"\n");
+  ConfigSource source = ConfigSource::from_file(dir.file("recipes/r.toml"));
+  std::string path;
+  ConfigBinder binder(source);
+  binder.bind_path("data.path", path, PathCheck::MustExist);
+  binder.finish();
+  EXPECT_EQ(path, std::filesystem::path(dir.file("recipes/data")).lexically_normal().string());
+  EXPECT_NE(binder.canonical().find("data.path = \"" + path + "\""), std::string::npos)
+      << "the resolved config stores the absolute path: " << binder.canonical();
+}
+
+TEST(Config, AMissingPathNamesTheKeyTheFileAndLineAndTheFolderItIsRelativeTo) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), "[model]\nn_layer = 2\n[data]\npath = \"nowhere\"\n");
+  ConfigSource source = ConfigSource::from_file(dir.file("r.toml"));
+  std::string path;
+  ConfigBinder binder(source);
+  binder.bind_path("data.path", path, PathCheck::MustExist);
+  binder.bind("model.n_layer", path);  // a second error is reported with the first
+  auto items = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(items.size(), 2u);
+  const auto& missing =
+      items[0].what.find("does not exist") != std::string::npos ? items[0] : items[1];
+  EXPECT_NE(missing.what.find(dir.file("nowhere")), std::string::npos) << missing.what;
+  EXPECT_EQ(missing.where, "data.path at " + dir.file("r.toml") + ":4");
+  EXPECT_NE(missing.hint.find("relative to the recipe's own folder"), std::string::npos);
+}
+
+TEST(Config, AnEmptyPathStaysEmptyAndAnAbsoluteOneIsKept) {
+  ConfigSource source = ConfigSource::from_string("a = \"\"\nb = \"/tmp\"\n", "x.toml");
+  std::string a = "default", b;
+  ConfigBinder binder(source);
+  binder.bind_path("a", a, PathCheck::MustExist);
+  binder.bind_path("b", b, PathCheck::MustExist);
+  binder.finish();
+  EXPECT_EQ(a, "");
+  EXPECT_EQ(b, "/tmp");
+}
+
+TEST(Config, APathGivenWithSetIsTakenFromTheCurrentDirectory) {
+  ConfigSource source = ConfigSource::from_string("", "x.toml");
+  source.apply_overrides({"data.path=some/where"});
+  std::string path;
+  ConfigBinder binder(source);
+  binder.bind_path("data.path", path, PathCheck::None);
+  binder.finish();
+  EXPECT_EQ(path, (std::filesystem::current_path() / "some/where").string());
+}
+
+TEST(Config, AnUnknownSetKeyThatNamesAnOptionSuggestsTheOption) {
+  ConfigSource source = ConfigSource::from_string("", "x.toml");
+  source.apply_overrides({"timeout.step_s=3"});
+  ConfigBinder binder(source);
+  std::string ignored;
+  binder.bind("train.steps", ignored);
+  binder.suggest_options({"--db", "--step-timeout", "--ranks"});
+  auto item = user_error([&] { binder.finish(); });
+  EXPECT_EQ(item.what, "unknown key 'timeout.step_s'");
+  EXPECT_NE(item.hint.find("use the option --step-timeout"), std::string::npos) << item.hint;
 }
 
 }  // namespace

@@ -45,5 +45,13 @@ TEST(Text, JoinAndSplitAreInverse) {
   EXPECT_EQ(join(split("x.y.z", '.'), "."), "x.y.z");
 }
 
+TEST(Text, OptionNamedByAKeyIsTheOneWhoseWordsAllAppearInIt) {
+  const std::vector<std::string> options = {"--db", "--step-timeout", "--ranks", "--steps"};
+  EXPECT_EQ(option_named_by("timeout.step_s", options), "--step-timeout");
+  EXPECT_EQ(option_named_by("launch.ranks", options), "--ranks");
+  EXPECT_EQ(option_named_by("optim.lr", options), "");
+  EXPECT_EQ(option_named_by("STEP_TIMEOUT", options), "--step-timeout");  // case folds
+}
+
 }  // namespace
 }  // namespace faultline

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -252,6 +253,7 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"fault.corrupt_grad_host", {"fault.corrupt_grad_host=n1", "fault.corrupt_grad_step=3"}},
       {"probe.replay_ranks", {"probe.replay_ranks=all"}},
       {"probe.replay_step", {"probe.replay_step=3", "probe.replay_samples=1"}},
+      {"data.path", {std::string("data.path=") + FAULTLINE_SOURCE_DIR}},  // must exist
       {"probe.replay_samples", {"probe.replay_samples=1", "probe.replay_step=3"}},
   };
   if (auto it = special.find(key); it != special.end()) return it->second;
@@ -307,6 +309,21 @@ TEST(TrainConfig, TrajectoryHashNamedCases) {
   TrainConfig lr = parse("", {"optim.lr=0.004"});
   EXPECT_NE(lr.trajectory_hash, base.trajectory_hash);
   EXPECT_NE(lr.hash, base.hash);
+}
+
+TEST(TrainConfig, RelativePathOverridesBecomeAbsoluteAndOthersStayAsGiven) {
+  const auto cwd = std::filesystem::current_path();
+  EXPECT_EQ(absolute_path_overrides(
+                {"data.path=shards/a", "optim.lr=1", "data.path = \"/abs\"", "data.path="}),
+            (std::vector<std::string>{"data.path=" + (cwd / "shards/a").string(), "optim.lr=1",
+                                      "data.path = \"/abs\"", "data.path="}));
+}
+
+TEST(TrainConfig, OriginsNameTheFileLineOfEveryGivenKey) {
+  TrainConfig c = parse("[train]\nsteps = 5\n", {"optim.lr=0.5"});
+  EXPECT_EQ(c.where("train.steps"), "train.steps at t.toml:2");
+  EXPECT_EQ(c.where("optim.lr"), "optim.lr at --set optim.lr");
+  EXPECT_EQ(c.where("model.n_layer"), "model.n_layer");
 }
 
 }  // namespace

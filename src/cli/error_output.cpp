@@ -1,0 +1,57 @@
+// Prints errors as text or as one JSON document, and picks their exit codes.
+#include "cli/error_output.hpp"
+
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/run_commands.hpp"
+
+namespace faultline {
+// The JSON form of one error item, as a --json error document lists it.
+void to_json(nlohmann::json& out, const ErrorItem& item) {
+  out = {{"what", item.what}, {"where", item.where}, {"hint", item.hint}};
+}
+}  // namespace faultline
+
+namespace faultline::cli {
+
+namespace {
+int print_json(const std::string& kind, const std::vector<ErrorItem>& items, ExitCode code) {
+  fmt::print(
+      "{}\n",
+      nlohmann::json{
+          {"error", {{"kind", kind}, {"exit_code", static_cast<int>(code)}, {"items", items}}}}
+          .dump());
+  return static_cast<int>(code);
+}
+}  // namespace
+
+int ErrorOutput::usage_code() const {
+  return static_cast<int>(ExitCode::BadInput);
+}
+
+int ErrorOutput::usage(const std::string& what) const {
+  if (format_ == ErrorFormat::Json)
+    return print_json("usage", {{what, "command line", "see faultline --help"}},
+                      ExitCode::BadInput);
+  fmt::print(stderr, "faultline: error: {}\n", what);
+  return usage_code();
+}
+
+int ErrorOutput::user(const UserError& error) const {
+  if (format_ == ErrorFormat::Json) return print_json("input", error.items(), ExitCode::BadInput);
+  for (const auto& item : error.items())
+    fmt::print(stderr, "{}\n", format_error("faultline", item));
+  return static_cast<int>(ExitCode::BadInput);
+}
+
+int ErrorOutput::internal(const std::string& what) const {
+  if (format_ == ErrorFormat::Json)
+    return print_json("internal", {{what, "", "a bug in faultline: please report it"}},
+                      ExitCode::Internal);
+  fmt::print(stderr, "faultline: internal error: {}\n", what);
+  return static_cast<int>(ExitCode::Internal);
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,27 @@
+// How `faultline` reports what stopped it: `faultline: error: <what> (<where>); <hint>` lines on
+// stderr, or with --json one document {"error": {...}} on stdout, so a script that parses the
+// output always gets JSON.
+#pragma once
+
+#include <string>
+
+#include "common/error.hpp"
+
+namespace faultline::cli {
+
+enum class ErrorFormat { Text, Json };
+
+class ErrorOutput {
+ public:
+  explicit ErrorOutput(ErrorFormat format) : format_(format) {}
+
+  int usage_code() const;                       // the exit code of a command-line mistake
+  int usage(const std::string& what) const;     // a command-line mistake (CLI11's message)
+  int user(const UserError& error) const;       // bad input: every item
+  int internal(const std::string& what) const;  // a bug in faultline
+
+ private:
+  ErrorFormat format_;
+};
+
+}  // namespace faultline::cli
