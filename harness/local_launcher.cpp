@@ -1,23 +1,18 @@
-// The only place that uses Boost.Process. Exit status is decoded from the raw wait status so a
-// signal death is told apart from an exit code.
+// The local launcher: each rank a ChildProcess (its own process group, stdout and stderr in its
+// log), and the loopback port picker for MASTER_PORT.
 #include "harness/local_launcher.hpp"
 
-#define BOOST_PROCESS_USE_STD_FS 1
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
 #include <csignal>
 #include <cstring>
 #include <thread>
 
-namespace faultline::harness {
+#include "harness/child_process.hpp"
 
-namespace bp = boost::process;
+namespace faultline::harness {
 
 std::string signal_name(int signal) {
   const char* abbrev = sigabbrev_np(signal);
@@ -47,26 +42,16 @@ class LocalTrial : public RunningTrial {
  public:
   explicit LocalTrial(const std::vector<RankLaunch>& ranks) {
     for (const auto& rank : ranks) {
-      auto env = boost::this_process::environment();
-      bp::environment child_env = env;
-      for (const auto& [key, value] : rank.env) child_env[key] = value;
-      std::vector<std::string> args(rank.argv.begin() + 1, rank.argv.end());
-      auto group = std::make_unique<bp::group>();
-      std::error_code error;
-      auto child = std::make_unique<bp::child>(
-          bp::exe = rank.argv.at(0), bp::args = args, child_env,
-          (bp::std_out & bp::std_err) > rank.log_path, bp::std_in < bp::null, *group, error,
-          bp::extend::on_exec_setup = [](auto&) {
-            // A harness killed with SIGKILL cannot reap its ranks: the kernel kills them.
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-          });
-      if (error) {
+      ChildSpec spec;
+      spec.argv = rank.argv;
+      spec.env = rank.env;
+      spec.output_path = rank.log_path;
+      try {
+        children_.push_back(std::make_unique<ChildProcess>(spec));
+      } catch (const InfraError& error) {
         kill_all(std::chrono::milliseconds(0));
-        throw InfraError("cannot start rank " + std::to_string(rank.rank) + " (" + rank.argv.at(0) +
-                         "): " + error.message());
+        throw InfraError("cannot start rank " + std::to_string(rank.rank) + ": " + error.what());
       }
-      groups_.push_back(std::move(group));
-      children_.push_back(std::move(child));
       status_.emplace_back();
     }
   }
@@ -76,7 +61,7 @@ class LocalTrial : public RunningTrial {
   int ranks() const override { return static_cast<int>(children_.size()); }
 
   std::vector<RankStatus> poll() override {
-    for (size_t i = 0; i < children_.size(); ++i) reap(i, WNOHANG);
+    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->poll());
     return status_;
   }
 
@@ -86,7 +71,7 @@ class LocalTrial : public RunningTrial {
       if (status_[i].kind != ExitKind::Running) continue;
       any = true;
       status_[i].killed_by_harness = true;
-      ::kill(-groups_[i]->native_handle(), SIGTERM);
+      children_[i]->signal_group(SIGTERM);
     }
     if (!any) return;
     const auto deadline = std::chrono::steady_clock::now() + grace;
@@ -94,10 +79,8 @@ class LocalTrial : public RunningTrial {
       poll();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    for (size_t i = 0; i < children_.size(); ++i) {
-      ::kill(-groups_[i]->native_handle(), SIGKILL);  // also whatever the rank left behind
-      reap(i, 0);
-    }
+    // A rank seen ending was reaped after its group was killed; only the others are left.
+    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->kill());
   }
 
  private:
@@ -107,24 +90,15 @@ class LocalTrial : public RunningTrial {
     return count;
   }
 
-  void reap(size_t i, int options) {
-    if (status_[i].kind != ExitKind::Running) return;
-    int raw = 0;
-    pid_t pid = ::waitpid(children_[i]->id(), &raw, options);
-    if (pid != children_[i]->id()) return;
-    children_[i]->detach();  // reaped here: Boost must not wait for it again
-    status_[i].ended = std::chrono::steady_clock::now();
-    if (WIFSIGNALED(raw)) {
-      status_[i].kind = ExitKind::Signaled;
-      status_[i].signal = WTERMSIG(raw);
-    } else {
-      status_[i].kind = ExitKind::Exited;
-      status_[i].exit_code = WEXITSTATUS(raw);
-    }
+  void record(size_t i, const std::optional<ChildExit>& exit) {
+    if (!exit || status_[i].kind != ExitKind::Running) return;
+    status_[i].kind = exit->kind;
+    status_[i].exit_code = exit->exit_code;
+    status_[i].signal = exit->signal;
+    status_[i].ended = exit->ended;
   }
 
-  std::vector<std::unique_ptr<bp::group>> groups_;
-  std::vector<std::unique_ptr<bp::child>> children_;
+  std::vector<std::unique_ptr<ChildProcess>> children_;
   std::vector<RankStatus> status_;
 };
 

@@ -1,5 +1,5 @@
-// Starts ranks as child processes on this machine with Boost.Process, each in its own process
-// group so that killing a rank also kills anything it started.
+// Starts ranks as child processes on this machine (harness/child_process.hpp), each in its own
+// process group so that killing a rank also kills anything it started.
 #pragma once
 
 #include "harness/launcher.hpp"

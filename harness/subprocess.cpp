@@ -1,99 +1,43 @@
-// Boost.Process for single commands run to completion. The wait status is decoded by hand (as in
-// local_launcher.cpp) so that a signal death is told apart from an exit code.
+// Single commands run to completion on a ChildProcess (harness/child_process.hpp), with a timeout
+// and an interrupt flag.
 #include "harness/subprocess.hpp"
 
-#define BOOST_PROCESS_USE_STD_FS 1
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
 #include <chrono>
-#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "harness/child_process.hpp"
 #include "harness/launcher.hpp"
 
 namespace faultline::harness {
 
-namespace bp = boost::process;
-
-namespace {
-
-std::string executable(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  auto found = bp::search_path(name);
-  if (found.empty()) throw InfraError("cannot find '" + name + "' in PATH");
-  return found.string();
-}
-
-template <typename... Extra>
-std::unique_ptr<bp::child> start(const CommandSpec& spec, bp::group& group, std::error_code& error,
-                                 Extra&&... output) {
-  bp::environment env = boost::this_process::environment();
-  for (const auto& [key, value] : spec.env) env[key] = value;
-  const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
-  const std::string start_dir = spec.cwd.empty() ? "." : spec.cwd;
-  return std::make_unique<bp::child>(
-      bp::exe = executable(spec.argv.at(0)), bp::args = args, env, bp::start_dir = start_dir,
-      std::forward<Extra>(output)..., bp::std_in < bp::null, group, error,
-      bp::extend::on_exec_setup = [](auto&) {
-        // A harness killed with SIGKILL cannot reap the command: the kernel kills it.
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-      });
-}
-
-}  // namespace
-
 CommandResult run_command(const CommandSpec& spec) {
   if (spec.argv.empty()) throw InfraError("run_command: empty argv");
   const auto started = std::chrono::steady_clock::now();
-  bp::group group;
-  std::error_code error;
-  std::unique_ptr<bp::child> child;
-  if (!spec.error_path.empty())
-    child =
-        start(spec, group, error, bp::std_out > spec.output_path, bp::std_err > spec.error_path);
-  else if (spec.output_path.empty())
-    child = start(spec, group, error, (bp::std_out & bp::std_err) > bp::null);
-  else
-    child = start(spec, group, error, (bp::std_out & bp::std_err) > spec.output_path);
-  if (error)
-    throw InfraError("cannot start " + spec.argv.front() + " (in " + spec.cwd +
-                     "): " + error.message());
+  ChildProcess child({spec.argv, spec.cwd, spec.env, spec.output_path, spec.error_path});
 
   CommandResult result;
   auto pause = std::chrono::milliseconds(1);
-  const pid_t pid = child->id();
   while (true) {
-    // WNOWAIT: the child stays a zombie, so its group id cannot be reused before we kill it.
-    siginfo_t info{};
-    const bool ended =
-        ::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    const auto ended = child.poll();
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const bool timed_out = !ended && spec.timeout_s > 0 && elapsed > spec.timeout_s;
-    const bool interrupted = !ended && spec.interrupted && spec.interrupted->load();
-    if (ended || timed_out || interrupted) {
-      ::kill(-group.native_handle(), SIGKILL);  // also whatever it left running in its group
-      int raw = 0;
-      ::waitpid(pid, &raw, 0);
-      child->detach();  // reaped here: Boost must not wait for it again
-      group.detach();
-      if (timed_out) {
-        result.end = CommandEnd::TimedOut;
-      } else if (interrupted) {
-        result.end = CommandEnd::Interrupted;
-      } else if (WIFSIGNALED(raw)) {
-        result.end = CommandEnd::Signaled;
-        result.signal = WTERMSIG(raw);
-      } else {
-        result.exit_code = WEXITSTATUS(raw);
-      }
+    if (ended) {
+      result.end = ended->kind == ExitKind::Signaled ? CommandEnd::Signaled : CommandEnd::Exited;
+      result.exit_code = ended->exit_code;
+      result.signal = ended->signal;
+      break;
+    }
+    if (spec.timeout_s > 0 && elapsed > spec.timeout_s) {
+      child.kill();
+      result.end = CommandEnd::TimedOut;
+      break;
+    }
+    if (spec.interrupted && spec.interrupted->load()) {
+      child.kill();
+      result.end = CommandEnd::Interrupted;
       break;
     }
     std::this_thread::sleep_for(pause);

@@ -2,11 +2,14 @@
 // ingesting their metrics and judging them, then classify how it ended and store the verdict.
 #include "harness/trial.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
+#include <algorithm>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "harness/local_launcher.hpp"
@@ -33,7 +36,19 @@ class IngestSink : public RecordSink {
     std::visit([this](const auto& r) { add(r); }, record);
     if (++buffered_ >= 10000) flush();
   }
-  void on_malformed(int, const std::string&, const std::string&) override {}
+  void on_malformed(int rank, const std::string& line, const std::string& error) override {
+    MalformedLines& counted = malformed_[rank];
+    if (counted.lines++ == 0) {
+      counted.rank = rank;
+      counted.first_line = printable(line.substr(0, 200));
+      counted.first_error = printable(error);
+    }
+  }
+  std::vector<MalformedLines> malformed() const {
+    std::vector<MalformedLines> ranks;
+    for (const auto& [rank, counted] : malformed_) ranks.push_back(counted);
+    return ranks;
+  }
   bool should_stop() override {
     flush();
     return judge_.fatal();
@@ -59,10 +74,18 @@ class IngestSink : public RecordSink {
   void add(const EventRecord& r) { events_.push_back(r); }
   void add(const FingerprintRecord& r) { fingerprints_.push_back(r); }
 
+  // A malformed line may be any bytes; what is kept must be valid text (JSON, the terminal).
+  static std::string printable(std::string text) {
+    for (char& c : text)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    return text;
+  }
+
   store::Store& store_;
   int64_t run_id_;
   detectors::RunJudge& judge_;
   TrialObserver* observer_;
+  std::map<int, MalformedLines> malformed_;
   std::vector<StepRecord> steps_;
   std::vector<AnomalyRecord> anomalies_;
   std::vector<EventRecord> events_;
@@ -78,9 +101,21 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
 
 // How the supervised run ended, as failures: crash, hang, oom. Trainer exit codes 3 and 4 are
 // the trainer reporting a failure the detectors judge from its records (nonfinite, data); exit 5
-// is its report of a failed allocation: `oom`, like a kill by the kernel's OOM killer.
-void classify_exit(const SupervisedResult& result, std::vector<detectors::Failure>& failures,
-                   std::string& infra_detail, const std::vector<RankLaunch>& ranks) {
+// is its report of a failed allocation: `oom`, like a kill by the kernel's OOM killer. A run
+// stopped at the total time limit never finished: a `hang` at the step the slowest rank was in.
+void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch,
+                   std::vector<detectors::Failure>& failures, std::string& infra_detail,
+                   const std::vector<RankLaunch>& ranks) {
+  if (result.timed_out) {
+    const int64_t step =
+        result.last_step.empty()
+            ? 1
+            : *std::min_element(result.last_step.begin(), result.last_step.end()) + 1;
+    failures.push_back({"hang", step, -1,
+                        fmt::format("the total time limit of {} s was reached; the run was "
+                                    "stopped in step {}",
+                                    watch.total_timeout_s, step)});
+  }
   if (result.hang) {
     std::string who;
     for (int rank : result.hang->ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
@@ -197,16 +232,21 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.owner_host = host;
   std::vector<std::string> argv = trainer_argv(spec, options_.trainer);
   Outcome outcome;
-  outcome.run_id = store_.create_run(info);
-  // Run ids restart with each store: a directory left by another store's run is not reused
-  // (its metrics file would be read as this run's).
-  outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id);
-  for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
-    outcome.out_dir =
-        options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." + std::to_string(again);
-  argv.push_back("--out");
-  argv.push_back(outcome.out_dir);
-  info.argv_json = nlohmann::json(argv).dump();
+  // The run's directory is named after its id, and the argv names the directory: one
+  // transaction, so no run is ever stored without the command line it ran.
+  store_.in_transaction([&] {
+    outcome.run_id = store_.create_run(info);
+    // Run ids restart with each store: a directory left by another store's run is not reused
+    // (its metrics file would be read as this run's).
+    outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id);
+    for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
+      outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." +
+                        std::to_string(again);
+    argv.push_back("--out");
+    argv.push_back(outcome.out_dir);
+    info.argv_json = nlohmann::json(argv).dump();
+    store_.set_run_argv(outcome.run_id, info.argv_json);
+  });
   std::filesystem::create_directories(outcome.out_dir);
 
   std::vector<RankLaunch> ranks;
@@ -246,10 +286,11 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   sink.flush();
 
   outcome.interrupted = result.interrupted;
+  outcome.malformed = sink.malformed();
   outcome.wall_s = result.wall_s;
   for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
   if (outcome.infra_detail.empty())
-    classify_exit(result, outcome.failures, outcome.infra_detail, ranks);
+    classify_exit(result, options_.supervise, outcome.failures, outcome.infra_detail, ranks);
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);
@@ -274,6 +315,8 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.ended_at = iso_now();
   for (const auto& failure : outcome.failures)
     info.failures.push_back({failure.kind, failure.step, failure.rank, failure.detail});
+  for (const auto& rank : outcome.malformed)
+    info.malformed.push_back({rank.rank, rank.lines, rank.first_line, rank.first_error});
   store_.finish_run(outcome.run_id, info);
   return outcome;
 }

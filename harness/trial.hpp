@@ -35,6 +35,14 @@ struct TrialSpec {
 enum class Verdict { Pass, Fail, Skip, InfraError };
 const char* to_string(Verdict verdict);
 
+// One rank's metrics lines that were not the protocol: counted and reported, never fatal.
+struct MalformedLines {
+  int rank = 0;
+  int64_t lines = 0;
+  std::string first_line;   // the first of them: at most 200 bytes, bytes outside ASCII as '?'
+  std::string first_error;  // why it was refused
+};
+
 struct Outcome {
   Verdict verdict = Verdict::InfraError;
   std::vector<detectors::Failure> failures;
@@ -47,6 +55,7 @@ struct Outcome {
   double tokens_per_s = 0;
   double wall_s = 0;
   bool interrupted = false;
+  std::vector<MalformedLines> malformed;  // ranks with any, by rank; also stored with the run
 };
 
 struct RunnerOptions {

@@ -67,6 +67,20 @@ std::string trial_hash(const nlohmann::json& identity) {
   return hex64(hash_text(identity.dump()));
 }
 
+void to_json(nlohmann::json& json, const MalformedLines& malformed) {
+  json = {{"rank", malformed.rank},
+          {"lines", malformed.lines},
+          {"first_line", malformed.first_line},
+          {"first_error", malformed.first_error}};
+}
+
+void from_json(const nlohmann::json& json, MalformedLines& malformed) {
+  json.at("rank").get_to(malformed.rank);
+  json.at("lines").get_to(malformed.lines);
+  json.at("first_line").get_to(malformed.first_line);
+  json.at("first_error").get_to(malformed.first_error);
+}
+
 nlohmann::json to_json(const Outcome& outcome) {
   nlohmann::json failures = nlohmann::json::array();
   for (const auto& failure : outcome.failures)
@@ -85,7 +99,8 @@ nlohmann::json to_json(const Outcome& outcome) {
           {"first_loss", optional_number(outcome.first_loss)},
           {"last_loss", optional_number(outcome.last_loss)},
           {"tokens_per_s", outcome.tokens_per_s},
-          {"wall_s", outcome.wall_s}};
+          {"wall_s", outcome.wall_s},
+          {"malformed", outcome.malformed}};
 }
 
 Outcome outcome_from_json(const nlohmann::json& json) {
@@ -105,6 +120,8 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   outcome.last_loss = read_optional(json, "last_loss");
   outcome.tokens_per_s = json.at("tokens_per_s").get<double>();
   outcome.wall_s = json.at("wall_s").get<double>();
+  // Outcomes cached before malformed lines were counted have none.
+  outcome.malformed = json.value("malformed", std::vector<MalformedLines>{});
   return outcome;
 }
 

@@ -20,6 +20,8 @@ nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
 std::string trial_hash(const nlohmann::json& identity);
 
 nlohmann::json to_json(const Outcome& outcome);
+void to_json(nlohmann::json& json, const MalformedLines& malformed);
+void from_json(const nlohmann::json& json, MalformedLines& malformed);
 Outcome outcome_from_json(const nlohmann::json& json);
 
 enum class CacheUse { Reuse, Rerun };  // Rerun: run it again and replace the stored result

@@ -1,4 +1,4 @@
-// Run rows: create, finish (with failures), interrupt, list and get.
+// Run rows: create, finish (with failures and malformed-line counts), interrupt, list and get.
 #include <stdexcept>
 
 #include "store/real_codec.hpp"
@@ -48,6 +48,25 @@ std::vector<RunFailure> read_failures(sqlite3* db, const std::string& path, int6
   }
   return failures;
 }
+
+std::vector<RankMalformed> read_malformed(sqlite3* db, const std::string& path, int64_t run_id) {
+  Statement query(db, path,
+                  "SELECT rank, lines, first_line, first_error FROM run_malformed "
+                  "WHERE run_id = ? ORDER BY rank");
+  query.bind(1, run_id);
+  std::vector<RankMalformed> malformed;
+  while (query.step()) {
+    malformed.push_back(
+        {static_cast<int>(query.int64(0)), query.int64(1), query.text(2), query.text(3)});
+  }
+  return malformed;
+}
+
+// The run's evidence rows, read after its row.
+void read_evidence(sqlite3* db, const std::string& path, RunInfo& run) {
+  run.failures = read_failures(db, path, run.id);
+  run.malformed = read_malformed(db, path, run.id);
+}
 }  // namespace
 
 int64_t Store::create_run(const RunInfo& run) {
@@ -72,6 +91,18 @@ int64_t Store::create_run(const RunInfo& run) {
   const int64_t id = sqlite3_last_insert_rowid(db_);
   transaction.commit();
   return id;
+}
+
+void Store::set_run_argv(int64_t id, const std::string& argv_json) {
+  detail::Transaction transaction(db_, path_, tx_depth_);
+  Statement update(db_, path_, "UPDATE runs SET argv = ? WHERE id = ?");
+  update.bind(1, argv_json);
+  update.bind(2, id);
+  update.run();
+  if (sqlite3_changes(db_) != 1) {
+    throw std::runtime_error("store: set_run_argv of unknown run " + std::to_string(id));
+  }
+  transaction.commit();
 }
 
 void Store::finish_run(int64_t id, const RunInfo& result) {
@@ -114,6 +145,20 @@ void Store::finish_run(int64_t id, const RunInfo& result) {
     insert.bind(5, failure.detail);
     insert.run();
   }
+  Statement clear_malformed(db_, path_, "DELETE FROM run_malformed WHERE run_id = ?");
+  clear_malformed.bind(1, id);
+  clear_malformed.run();
+  Statement insert_malformed(db_, path_,
+                             "INSERT INTO run_malformed (run_id, rank, lines, first_line, "
+                             "first_error) VALUES (?, ?, ?, ?, ?)");
+  for (const RankMalformed& rank : result.malformed) {
+    insert_malformed.bind(1, id);
+    insert_malformed.bind(2, rank.rank);
+    insert_malformed.bind(3, rank.lines);
+    insert_malformed.bind(4, rank.first_line.substr(0, 200));
+    insert_malformed.bind(5, rank.first_error);
+    insert_malformed.run();
+  }
   transaction.commit();
 }
 
@@ -148,7 +193,7 @@ std::vector<RunInfo> Store::list_runs(int limit) const {
   query.bind(1, limit < 0 ? int64_t{-1} : int64_t{limit});
   std::vector<RunInfo> runs;
   while (query.step()) runs.push_back(read_run(query));
-  for (RunInfo& run : runs) run.failures = read_failures(db_, path_, run.id);
+  for (RunInfo& run : runs) read_evidence(db_, path_, run);
   return runs;
 }
 
@@ -157,7 +202,7 @@ std::optional<RunInfo> Store::get_run(int64_t id) const {
   query.bind(1, id);
   if (!query.step()) return std::nullopt;
   RunInfo run = read_run(query);
-  run.failures = read_failures(db_, path_, id);
+  read_evidence(db_, path_, run);
   return run;
 }
 

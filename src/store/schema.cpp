@@ -1,4 +1,4 @@
-// Schema versions 1 and 2, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 3, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -129,6 +129,19 @@ ALTER TABLE fingerprints ADD COLUMN norm;
 ALTER TABLE fingerprints ADD COLUMN sketch TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 3: per rank, how many lines of a run's metrics file were malformed (not the protocol),
+// with the first of them as evidence; ranks without any have no row.
+const char* const kVersion3 = R"sql(
+CREATE TABLE run_malformed (
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  lines INTEGER NOT NULL,
+  first_line TEXT NOT NULL DEFAULT '',      -- cut to 200 bytes
+  first_error TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (run_id, rank)
+);
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -158,7 +171,7 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3};
   return steps;
 }
 

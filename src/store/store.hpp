@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -25,6 +25,15 @@ struct RunFailure {
   int64_t step = -1;  // -1: not tied to a step
   int rank = -1;      // -1: not tied to a rank
   std::string detail;
+};
+
+// Lines of one rank's metrics file that were not the protocol (docs/metrics-protocol.md):
+// counted, never fatal, kept with the run.
+struct RankMalformed {
+  int rank = 0;
+  int64_t lines = 0;
+  std::string first_line;  // the first of them, cut to 200 bytes
+  std::string first_error;
 };
 
 struct RunInfo {
@@ -44,7 +53,8 @@ struct RunInfo {
   std::optional<std::string> signal;  // "SIGSEGV", ...
   std::string verdict;                // "pass" | "fail" | "skip" | "infra_error" | "" while running
   std::vector<RunFailure> failures;
-  std::string parent;  // e.g. "smoke:<id>" for rungs of a smoke gate; free text
+  std::vector<RankMalformed> malformed;  // ranks with malformed metrics lines, by rank
+  std::string parent;                    // e.g. "smoke:<id>" for rungs of a smoke gate; free text
   // Who runs it, so a later harness can tell a live run from an interrupted one.
   int64_t owner_pid = 0;  // 0: unknown
   std::string owner_host;
@@ -117,8 +127,11 @@ class Store {
   int schema_version() const;
   const std::string& path() const { return path_; }
 
-  int64_t create_run(const RunInfo& run);              // returns its id; status Running
-  void finish_run(int64_t id, const RunInfo& result);  // status, end, exit, verdict, failures
+  int64_t create_run(const RunInfo& run);  // returns its id; status Running
+  // The command line, once it is known (it names the run's directory, which needs the id).
+  void set_run_argv(int64_t id, const std::string& argv_json);
+  // Status, end, exit, verdict; failures and malformed counts replace the stored ones.
+  void finish_run(int64_t id, const RunInfo& result);
 
   // Batch inserts in one transaction: ingest must keep up with the trainer.
   void add_steps(int64_t run_id, const std::vector<StepRecord>& steps);

@@ -159,10 +159,11 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   const std::string path = dir.file("v1.db");
   const int64_t id = Store::open(path).create_run(sample_run());
   Store::open(path).add_fingerprints(id, {{0, 0.5, 3, "grads", "00ff", 2.5, {1.0, -0.25}}});
-  // Back to what a version-1 build wrote: no norm, no sketch.
-  Store::raw_exec_for_tests(path,
-                            "ALTER TABLE fingerprints DROP COLUMN sketch; "
-                            "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
+  // Back to what a version-1 build wrote: no norm, no sketch, no run_malformed.
+  Store::raw_exec_for_tests(
+      path,
+      "DROP TABLE run_malformed; ALTER TABLE fingerprints DROP COLUMN sketch; "
+      "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   auto old = store.fingerprints(id);

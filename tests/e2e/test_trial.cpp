@@ -1,0 +1,123 @@
+// End-to-end: TrialRunner on real faultline-train ranks and a real SQLite store — the stored
+// argv is the command line that ran, a run stopped at the total time limit is a `hang`, and
+// malformed metrics lines are counted per rank, stored with the run and returned.
+#include "harness/trial.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/local_launcher.hpp"
+#include "store/store.hpp"
+#include "support/metrics.hpp"
+#include "support/process.hpp"
+
+using namespace faultline;
+using namespace faultline::harness;
+using faultline::testing::make_temp_dir;
+using faultline::testing::processes_mentioning;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
+
+struct Bench {
+  std::string dir = make_temp_dir("trial");
+  store::Store store = store::Store::open(dir + "/faultline.db");
+  LocalLauncher launcher;
+
+  Outcome run(const TrialSpec& spec, const std::string& trainer = FAULTLINE_TRAIN_BIN,
+              double total_timeout_s = 0) {
+    RunnerOptions options;
+    options.trainer = trainer;
+    options.work_dir = dir + "/runs";
+    options.supervise.total_timeout_s = total_timeout_s;
+    TrialRunner runner(store, launcher, options);
+    return runner.run(spec);
+  }
+};
+
+TrialSpec micro(std::vector<std::string> overrides, int ranks = 1) {
+  TrialSpec spec;
+  spec.config_path = kMicro;
+  spec.overrides = std::move(overrides);
+  spec.ranks = ranks;
+  return spec;
+}
+
+}  // namespace
+
+TEST(Trial, TheStoredArgvIsTheCommandLineThatRan) {
+  Bench bench;
+  const TrialSpec spec = micro({"train.steps=6"});
+  const Outcome outcome = bench.run(spec);
+  ASSERT_EQ(outcome.verdict, Verdict::Pass) << outcome.infra_detail;
+  const auto argv = nlohmann::json::parse(bench.store.get_run(outcome.run_id)->argv_json)
+                        .get<std::vector<std::string>>();
+  std::vector<std::string> expected = trainer_argv(spec, FAULTLINE_TRAIN_BIN);
+  expected.insert(expected.end(), {"--out", outcome.out_dir});
+  EXPECT_EQ(argv, expected);
+
+  // Run again from the stored argv alone: the same steps, bit for bit.
+  const std::string again = make_temp_dir("trial-again") + "/metrics.jsonl";
+  auto replay = faultline::testing::run_process({argv, {{"FAULTLINE_METRICS", again}}});
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  const auto first = faultline::testing::deterministic_steps(
+      faultline::testing::read_jsonl(outcome.out_dir + "/metrics.rank0.jsonl"));
+  EXPECT_EQ(first.size(), 6u);
+  EXPECT_EQ(faultline::testing::deterministic_steps(faultline::testing::read_jsonl(again)), first);
+}
+
+TEST(Trial, ARunStoppedAtTheTotalTimeLimitIsAHangNotAPass) {
+  Bench bench;
+  // A million micro steps take far longer than the limit (milliseconds a step, 40 steps in
+  // under a second here): the limit, not the run's end, stops it.
+  const Outcome outcome = bench.run(micro({"train.steps=1000000"}), FAULTLINE_TRAIN_BIN, 3);
+  EXPECT_EQ(outcome.verdict, Verdict::Fail) << outcome.infra_detail;
+  ASSERT_EQ(outcome.failures.size(), 1u);
+  const auto& failure = outcome.failures[0];
+  EXPECT_EQ(failure.kind, "hang");
+  EXPECT_EQ(failure.rank, -1);
+  EXPECT_EQ(failure.step, outcome.last_step + 1);
+  EXPECT_THAT(failure.detail, HasSubstr("the total time limit of 3 s was reached"));
+  EXPECT_LT(outcome.last_step, 1000000);
+  auto stored = *bench.store.get_run(outcome.run_id);
+  EXPECT_EQ(stored.verdict, "fail");
+  ASSERT_EQ(stored.failures.size(), 1u);
+  EXPECT_EQ(stored.failures[0].kind, "hang");
+  EXPECT_EQ(stored.failures[0].detail, failure.detail);
+  EXPECT_EQ(processes_mentioning(outcome.out_dir), 0);
+}
+
+TEST(Trial, MalformedMetricsLinesAreCountedPerRankAndStored) {
+  Bench bench;
+  // A protocol-speaking trainer whose rank 1 adds three lines that are not the protocol.
+  const std::string wrapper = bench.dir + "/train-with-garbage";
+  std::ofstream(wrapper) << "#!/bin/sh\n"
+                         << "'" FAULTLINE_TRAIN_BIN "' \"$@\"; code=$?\n"
+                         << "if [ \"$RANK\" = 1 ]; then\n"
+                         << "  printf '%s\\n' 'not json' '[1,2]' '{\"v\":1,\"type\":\"step\"}'"
+                         << " >> \"$FAULTLINE_METRICS\"\n"
+                         << "fi\n"
+                         << "exit $code\n";
+  ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
+  const Outcome outcome = bench.run(micro({"train.steps=5"}, 2), wrapper);
+  EXPECT_EQ(outcome.verdict, Verdict::Pass) << outcome.infra_detail;  // never fatal
+  ASSERT_EQ(outcome.malformed.size(), 1u);
+  EXPECT_EQ(outcome.malformed[0].rank, 1);
+  EXPECT_EQ(outcome.malformed[0].lines, 3);
+  EXPECT_EQ(outcome.malformed[0].first_line, "not json");
+  EXPECT_FALSE(outcome.malformed[0].first_error.empty());
+  EXPECT_EQ(outcome.steps_run, 5);  // the good lines around them are all ingested
+
+  auto stored = *store::Store::open(bench.store.path()).get_run(outcome.run_id);
+  ASSERT_EQ(stored.malformed.size(), 1u);
+  EXPECT_EQ(stored.malformed[0].rank, 1);
+  EXPECT_EQ(stored.malformed[0].lines, 3);
+  EXPECT_EQ(stored.malformed[0].first_line, "not json");
+  EXPECT_EQ(stored.malformed[0].first_error, outcome.malformed[0].first_error);
+}
