@@ -315,8 +315,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.ended_at = iso_now();
   for (const auto& failure : outcome.failures)
     info.failures.push_back({failure.kind, failure.step, failure.rank, failure.detail});
-  for (const auto& rank : outcome.malformed)
-    info.malformed.push_back({rank.rank, rank.lines, rank.first_line, rank.first_error});
+  info.malformed = outcome.malformed;
   store_.finish_run(outcome.run_id, info);
   return outcome;
 }

@@ -12,10 +12,7 @@
 #include "harness/trial_observer.hpp"
 #include "probes/detectors/failure.hpp"
 #include "probes/detectors/thresholds.hpp"
-
-namespace faultline::store {
-class Store;
-}
+#include "store/store.hpp"
 
 namespace faultline::harness {
 
@@ -35,13 +32,9 @@ struct TrialSpec {
 enum class Verdict { Pass, Fail, Skip, InfraError };
 const char* to_string(Verdict verdict);
 
-// One rank's metrics lines that were not the protocol: counted and reported, never fatal.
-struct MalformedLines {
-  int rank = 0;
-  int64_t lines = 0;
-  std::string first_line;   // the first of them: at most 200 bytes, bytes outside ASCII as '?'
-  std::string first_error;  // why it was refused
-};
+// One rank's metrics lines that were not the protocol: counted and reported, never fatal. The
+// store keeps them with the run in the same shape.
+using MalformedLines = store::RankMalformed;
 
 struct Outcome {
   Verdict verdict = Verdict::InfraError;

@@ -10,6 +10,24 @@
 #include "common/hash.hpp"
 #include "store/store.hpp"
 
+namespace faultline::store {
+
+void to_json(nlohmann::json& json, const RankMalformed& malformed) {
+  json = {{"rank", malformed.rank},
+          {"lines", malformed.lines},
+          {"first_line", malformed.first_line},
+          {"first_error", malformed.first_error}};
+}
+
+void from_json(const nlohmann::json& json, RankMalformed& malformed) {
+  json.at("rank").get_to(malformed.rank);
+  json.at("lines").get_to(malformed.lines);
+  json.at("first_line").get_to(malformed.first_line);
+  json.at("first_error").get_to(malformed.first_error);
+}
+
+}  // namespace faultline::store
+
 namespace faultline::harness {
 
 namespace {
@@ -65,20 +83,6 @@ nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
 
 std::string trial_hash(const nlohmann::json& identity) {
   return hex64(hash_text(identity.dump()));
-}
-
-void to_json(nlohmann::json& json, const MalformedLines& malformed) {
-  json = {{"rank", malformed.rank},
-          {"lines", malformed.lines},
-          {"first_line", malformed.first_line},
-          {"first_error", malformed.first_error}};
-}
-
-void from_json(const nlohmann::json& json, MalformedLines& malformed) {
-  json.at("rank").get_to(malformed.rank);
-  json.at("lines").get_to(malformed.lines);
-  json.at("first_line").get_to(malformed.first_line);
-  json.at("first_error").get_to(malformed.first_error);
 }
 
 nlohmann::json to_json(const Outcome& outcome) {

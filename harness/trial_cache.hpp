@@ -12,6 +12,12 @@
 
 #include "harness/trial.hpp"
 
+namespace faultline::store {
+// A run's malformed-lines count as cached outcomes and --json documents carry it.
+void to_json(nlohmann::json& json, const RankMalformed& malformed);
+void from_json(const nlohmann::json& json, RankMalformed& malformed);
+}  // namespace faultline::store
+
 namespace faultline::harness {
 
 // The spec as stored, with the facts that decide its result (content hashes, not just paths).
@@ -20,8 +26,6 @@ nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
 std::string trial_hash(const nlohmann::json& identity);
 
 nlohmann::json to_json(const Outcome& outcome);
-void to_json(nlohmann::json& json, const MalformedLines& malformed);
-void from_json(const nlohmann::json& json, MalformedLines& malformed);
 Outcome outcome_from_json(const nlohmann::json& json);
 
 enum class CacheUse { Reuse, Rerun };  // Rerun: run it again and replace the stored result

@@ -16,6 +16,7 @@
 #include "common/resources.hpp"
 #include "harness/ladder.hpp"
 #include "harness/local_launcher.hpp"
+#include "harness/trial_cache.hpp"
 #include "store/store.hpp"
 #include "trainer/launch_check.hpp"
 #include "trainer/train_config.hpp"
@@ -80,6 +81,9 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
     fmt::print("  {} at step {} rank {}: {}\n", f.kind,
                f.step < 0 ? std::string("-") : std::to_string(f.step),
                f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
+  for (const auto& m : outcome.malformed)
+    fmt::print("  rank {}: {} malformed metrics line(s) (first: \"{}\": {})\n", m.rank, m.lines,
+               m.first_line, m.first_error);
   if (!outcome.infra_detail.empty())
     fmt::print("  infrastructure error: {}\n", outcome.infra_detail);
   if (outcome.interrupted) fmt::print("  interrupted: the run is stored as interrupted\n");
@@ -113,6 +117,7 @@ int run_train(const TrainArgs& args) {
                             {"first_loss", maybe(outcome.first_loss)},
                             {"last_loss", maybe(outcome.last_loss)},
                             {"tokens_per_s", outcome.tokens_per_s},
+                            {"malformed", outcome.malformed},
                             {"interrupted", outcome.interrupted}}
                            .dump());
   } else {
@@ -192,6 +197,7 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
           {"ended_at", run.ended_at},
           {"parent", run.parent},
           {"failures", failures},
+          {"malformed", run.malformed},
           {"steps_stored", summary.steps},
           {"first_loss", maybe(summary.first_loss)},
           {"last_loss", maybe(summary.last_loss)},
