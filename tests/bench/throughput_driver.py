@@ -360,7 +360,7 @@ def kernel_comparison(bench, name, steps, repeats):
     reference = runs["as the user has it"][0]["losses"]
     print(f"== BLAS kernels on {name}: faultline-train, steps 3..{steps}, {repeats} interleaved "
           f"repeat(s), median; OPENBLAS_CORETYPE as the user has it: {user or '(unset)'}")
-    print(f"{'OPENBLAS_CORETYPE':20s} {'runs':>15s} {'tokens/s':>9s} {'vs best':>8s}  "
+    print(f"{'OPENBLAS_CORETYPE':20s} {'runs as (source)':22s} {'tokens/s':>9s} {'vs best':>8s}  "
           f"{'CPU tokens/s':>12s} {'vs best':>8s}  {'(min..max)':>13s}  max |loss - default|: "
           f"steps 1..5, all")
     for label, _ in variants:
@@ -369,7 +369,7 @@ def kernel_comparison(bench, name, steps, repeats):
         losses = runs[label][0]["losses"]
         diffs = [abs(a - b) for a, b in zip(losses, reference)]
         spread = [x["tokens_per_s"] for x in runs[label]]
-        print(f"{label:20s} {ran:>15s} {wall[label]:9.0f} {wall[label] / best_wall:8.3f}  "
+        print(f"{label:20s} {ran:22s} {wall[label]:9.0f} {wall[label] / best_wall:8.3f}  "
               f"{cpu[label]:12.0f} {cpu[label] / best_cpu:8.3f}  {min(spread):6.0f}..{max(spread):<6.0f}  "
               f"{max(diffs[:5]):.1e}, {max(diffs):.1e}")
     ratio = wall["as the user has it"] / best_wall
