@@ -78,6 +78,7 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Traini
       {"config_hash", meta.config_hash},
       {"trajectory_hash", meta.trajectory_hash},
       {"blas", meta.blas},
+      {"blas_kernel_source", meta.blas_kernel_source},
       {"threads", meta.threads},
       {"world_size", meta.world_size},
       {"sampler",
@@ -169,6 +170,7 @@ CheckpointMeta load_checkpoint(const std::string& path, TrainingState state) {
   meta.config_hash = header.at("config_hash").get<std::string>();
   meta.trajectory_hash = header.at("trajectory_hash").get<std::string>();
   meta.blas = header.at("blas").get<std::string>();
+  meta.blas_kernel_source = header.value("blas_kernel_source", "");
   meta.threads = header.at("threads").get<int64_t>();
   meta.world_size = header.at("world_size").get<int>();
   meta.sampler_seed = header.at("sampler").at("seed").get<uint64_t>();

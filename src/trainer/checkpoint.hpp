@@ -15,10 +15,11 @@ namespace faultline::trainer {
 constexpr uint32_t kCheckpointFormatVersion = 1;
 
 struct CheckpointMeta {
-  int64_t step = 0;             // steps completed
-  std::string config_hash;      // of the whole resolved config
-  std::string trajectory_hash;  // of the keys that change the training trajectory
-  std::string blas;             // library and kernel
+  int64_t step = 0;                // steps completed
+  std::string config_hash;         // of the whole resolved config
+  std::string trajectory_hash;     // of the keys that change the training trajectory
+  std::string blas;                // library and kernel
+  std::string blas_kernel_source;  // how the kernel was chosen ("" in older checkpoints)
   int64_t threads = 1;
   int world_size = 1;
   uint64_t sampler_seed = 0;

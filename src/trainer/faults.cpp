@@ -12,12 +12,22 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "trainer/thread_clock.hpp"
 
 namespace faultline::trainer {
 
 namespace {
 void sleep_ms(int64_t ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+// A slower device computes longer, it does not idle: spin until this thread has used `ms` of CPU
+// time, so the extra time shows in cpu_ms and, when the OS deschedules us, stretches in wall time.
+void burn_cpu_ms(int64_t ms) {
+  const double until = thread_cpu_ms() + static_cast<double>(ms);
+  volatile uint64_t work = 0;
+  while (thread_cpu_ms() < until)
+    for (int i = 0; i < 1000; ++i) work = work + static_cast<uint64_t>(i);
 }
 }  // namespace
 
@@ -72,7 +82,7 @@ void FaultPlan::at_step_start(int64_t step) {
 }
 
 void FaultPlan::during_compute(int64_t) const {
-  if (config_.slow_rank == rank_) sleep_ms(config_.slow_ms);
+  if (config_.slow_rank == rank_) burn_cpu_ms(config_.slow_ms);
 }
 
 void FaultPlan::during_data(int64_t) const {

@@ -9,6 +9,9 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/version.hpp"
+#include "trainer/blas_kernel.hpp"
+#include "trainer/runtime_info.hpp"
 #include "trainer/trainer.hpp"
 
 namespace {
@@ -35,10 +38,20 @@ int internal_error(const char* what) {
   return static_cast<int>(faultline::trainer::TrainExit::Internal);
 }
 
+// One line each: faultline, LibTorch, and the BLAS with the kernel this process runs.
+std::string version_text() {
+  const faultline::trainer::RuntimeInfo runtime = faultline::trainer::describe_runtime();
+  return std::string("faultline-train ") + FAULTLINE_VERSION + " (commit " + FAULTLINE_GIT_COMMIT +
+         ")\nlibtorch " + runtime.torch_version + "\nblas " + runtime.blas_description();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace faultline;
+  // Before anything else: OpenBLAS read OPENBLAS_CORETYPE when it was loaded, so a better kernel
+  // than its fallback needs a fresh process image (docs/trainer.md, "BLAS kernel").
+  trainer::reexec_with_best_blas_kernel(argv);
   CLI::App app{"faultline-train: deterministic LibTorch GPT trainer (see docs/trainer.md)"};
   std::string config_path, out_dir = "faultline-train-out", resume_path;
   std::vector<std::string> overrides;
@@ -46,6 +59,7 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
   app.add_option("--out", out_dir, "output directory for checkpoints and metrics");
   app.add_option("--resume", resume_path, "checkpoint to continue from");
+  app.set_version_flag("--version", version_text, "print versions of faultline, LibTorch, BLAS");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

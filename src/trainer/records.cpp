@@ -35,6 +35,7 @@ void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const 
                           {"blas", runtime.blas_library},
                           {"blas_config", runtime.blas_config},
                           {"blas_kernel", runtime.blas_kernel},
+                          {"blas_kernel_source", runtime.blas_kernel_source},
                           {"torch_version", runtime.torch_version},
                           {"cpu", runtime.cpu_model},
                           {"mem_total_bytes", total_memory_bytes()}});
@@ -48,6 +49,7 @@ void write_step_record(MetricsWriter& metrics, const StepRecord& r) {
                            {"step_ms", std::round(r.step_ms * 1000) / 1000},
                            {"data_ms", std::round(r.data_ms * 1000) / 1000},
                            {"comm_ms", std::round(r.comm_ms * 1000) / 1000},
+                           {"cpu_ms", std::round(r.cpu_ms * 1000) / 1000},
                            {"tokens", r.tokens},
                            {"mem_bytes", resident_bytes()},
                            {"mem_total_bytes", total_memory_bytes()},

@@ -18,6 +18,7 @@ namespace faultline::trainer {
 struct StepRecord {
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0, step_ms = 0, data_ms = 0, comm_ms = 0;
+  double cpu_ms = 0;  // training thread's CPU time in the step, outside data_ms and comm_ms
   int64_t tokens = 0;
   std::optional<double> param_norm, update_ratio;  // absent with probe.level = "off"
   int64_t nonfinite = 0;

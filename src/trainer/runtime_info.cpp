@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "trainer/blas_kernel.hpp"
+
 namespace faultline::trainer {
 
 namespace {
@@ -35,6 +37,19 @@ std::string RuntimeInfo::blas_summary() const {
   return text;
 }
 
+std::string RuntimeInfo::blas_kernel_how() const {
+  if (blas_kernel_source == "auto") return "chosen automatically";
+  if (blas_kernel_source == "user") return "set by OPENBLAS_CORETYPE";
+  return "OpenBLAS's own choice";
+}
+
+std::string RuntimeInfo::blas_description() const {
+  std::string text = blas_library;
+  if (!blas_config.empty())
+    text += " (" + blas_config + "; kernel " + blas_kernel + ", " + blas_kernel_how() + ")";
+  return text;
+}
+
 RuntimeInfo configure_runtime(int64_t threads) {
   // Activations of a few MB are freed and re-allocated every step. Above glibc's default mmap
   // threshold each one is a fresh mmap whose pages fault in zeroed: measured here at ~45 % of a
@@ -44,7 +59,10 @@ RuntimeInfo configure_runtime(int64_t threads) {
   at::set_num_threads(static_cast<int>(threads));
   if (auto set_threads = blas_symbol<void (*)(int)>("openblas_set_num_threads"))
     set_threads(static_cast<int>(threads));
+  return describe_runtime();
+}
 
+RuntimeInfo describe_runtime() {
   RuntimeInfo info;
   info.torch_threads = at::get_num_threads();
   info.torch_version = TORCH_VERSION;
@@ -57,7 +75,12 @@ RuntimeInfo configure_runtime(int64_t threads) {
     info.blas_library = "unknown";
   }
   if (auto config = blas_symbol<char* (*)()>("openblas_get_config")) info.blas_config = config();
-  if (auto core = blas_symbol<char* (*)()>("openblas_get_corename")) info.blas_kernel = core();
+  info.blas_kernel = loaded_blas_kernel();
+  // A decision that still wants a kernel forced means no re-exec happened: OpenBLAS chose.
+  const KernelDecision kernel =
+      decide_blas_kernel(info.blas_kernel, read_cpu_features(), read_kernel_env());
+  info.blas_kernel_source =
+      to_string(kernel.force.empty() ? kernel.source : KernelSource::OpenBlas);
   if (auto get_threads = blas_symbol<int (*)()>("openblas_get_num_threads"))
     info.blas_threads = get_threads();
   return info;

@@ -8,16 +8,24 @@
 namespace faultline::trainer {
 
 struct RuntimeInfo {
-  std::string blas_library;  // resolved path of the loaded libblas
-  std::string blas_config;   // OpenBLAS's own description, when it is OpenBLAS
-  std::string blas_kernel;   // the CPU kernel OpenBLAS picked (e.g. "Haswell")
+  std::string blas_library;        // resolved path of the loaded libblas
+  std::string blas_config;         // OpenBLAS's own description, when it is OpenBLAS
+  std::string blas_kernel;         // the CPU kernel OpenBLAS runs (e.g. "Haswell")
+  std::string blas_kernel_source;  // how it was chosen: "openblas", "user" or "auto"
   int blas_threads = 0;
   int torch_threads = 0;
   std::string torch_version;
   std::string cpu_model;
 
-  std::string blas_summary() const;  // "openblas-openmp (OpenBLAS 0.3.21 ...; Haswell)"
+  std::string blas_summary() const;     // "openblas-openmp (OpenBLAS 0.3.21 ...; Haswell)"
+  std::string blas_kernel_how() const;  // "chosen automatically", "set by OPENBLAS_CORETYPE", ...
+  // For people: blas_summary() with how the kernel was chosen ("...; kernel X, chosen
+  // automatically)").
+  std::string blas_description() const;
 };
+
+// What is loaded and in effect now, changing nothing (for --version).
+RuntimeInfo describe_runtime();
 
 // Sets LibTorch's and the BLAS's thread counts to `threads` and returns what is in effect.
 RuntimeInfo configure_runtime(int64_t threads);

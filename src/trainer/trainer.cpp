@@ -24,6 +24,7 @@
 #include "trainer/runtime_info.hpp"
 #include "trainer/schedule.hpp"
 #include "trainer/step_observer.hpp"
+#include "trainer/thread_clock.hpp"
 
 namespace faultline::trainer {
 
@@ -149,6 +150,7 @@ void Trainer::write_checkpoint(int64_t step) {
                       config_.hash,
                       config_.trajectory_hash,
                       runtime_.blas_summary(),
+                      runtime_.blas_kernel_source,
                       config_.train.threads,
                       env_.world_size,
                       static_cast<uint64_t>(config_.train.seed),
@@ -160,12 +162,15 @@ void Trainer::write_checkpoint(int64_t step) {
 
 TrainExit Trainer::step(int64_t step) {
   const auto step_start = Clock::now();
+  const double step_cpu_start = thread_cpu_ms();
   faults_.at_step_start(step);
 
   const auto data_start = Clock::now();
+  const double data_cpu_start = thread_cpu_ms();
   StepBatch batch = loader_->load(step, env_.rank, env_.world_size);
   faults_.during_data(step);
   const double data_ms = ms_since(data_start);
+  const double data_cpu_ms = thread_cpu_ms() - data_cpu_start;
   if (batch.anomaly) {
     report_token_anomaly(*metrics_, step, *batch.anomaly, config_.model.vocab_size);
     end("data_anomaly", step);
@@ -204,6 +209,7 @@ TrainExit Trainer::step(int64_t step) {
   if (fingerprint) write_fingerprint(step, "grads", params_->grads());
 
   const auto comm_start = Clock::now();
+  const double comm_cpu_start = thread_cpu_ms();
   auto& buffer = params_->comm_buffer();
   buffer[params_->numel()] = local_loss;
   // The heartbeat of a collective: written before blocking in it, so when a rank never comes,
@@ -217,6 +223,7 @@ TrainExit Trainer::step(int64_t step) {
   if (env_.world_size > 1) buffer.div_(static_cast<double>(env_.world_size));
   const double loss = buffer[params_->numel()].item<double>();
   const double comm_ms = ms_since(comm_start);
+  const double comm_cpu_ms = thread_cpu_ms() - comm_cpu_start;
 
   const double grad_norm = clip_grad_norm(params_->grads(), config_.optim.grad_clip);
   const double lr =
@@ -241,6 +248,8 @@ TrainExit Trainer::step(int64_t step) {
   record.grad_norm = grad_norm;
   record.lr = lr;
   record.step_ms = ms_since(step_start);
+  // Read with step_ms, so cpu_ms is the CPU counterpart of step_ms - data_ms - comm_ms.
+  record.cpu_ms = thread_cpu_ms() - step_cpu_start - data_cpu_ms - comm_cpu_ms;
   record.data_ms = data_ms;
   record.comm_ms = comm_ms;
   record.tokens = tokens;
@@ -319,8 +328,9 @@ TrainExit Trainer::run() {
   if (env_.rank == 0)
     std::printf(
         "faultline-train: %lld parameters, %d rank(s), BLAS %s, %d thread(s), steps %lld..%lld\n",
-        static_cast<long long>(params_->numel()), env_.world_size, runtime_.blas_summary().c_str(),
-        runtime_.torch_threads, static_cast<long long>(first), static_cast<long long>(last));
+        static_cast<long long>(params_->numel()), env_.world_size,
+        runtime_.blas_description().c_str(), runtime_.torch_threads, static_cast<long long>(first),
+        static_cast<long long>(last));
   for (int64_t s = first; s <= last; ++s) {
     TrainExit exit = step(s);
     if (exit != TrainExit::Ok) return exit;

@@ -4,7 +4,8 @@
 Runs, in turn and interleaved, faultline-train and the same model and step in plain PyTorch
 (tests/bench/python_gpt.py) on the same recipe and shard data; reports tokens/s (median of the
 repeats), the ratio C++/Python, model FLOPs utilization against this machine's own measured GEMM
-rate, and the step-time overhead of the trainer's probe levels. Builds nothing.
+rate, the step-time overhead of the trainer's probe levels, and tokens/s of faultline-train with
+each OpenBLAS kernel against the one it runs by default. Builds nothing.
 """
 import argparse
 import json
@@ -23,6 +24,9 @@ from recipe_config import load_config  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
 DEFAULT_STEPS = {"tiny": 30, "small": 10}
+# OPENBLAS_CORETYPE values compared against the environment as the user has it (docs/trainer.md,
+# "BLAS kernel"); OpenBLAS substitutes the best it can run for one the CPU lacks.
+KERNEL_CANDIDATES = ["Prescott", "Haswell", "Zen", "SkylakeX", "SapphireRapids", "Cooperlake"]
 
 
 def fail(message):
@@ -161,7 +165,14 @@ class Bench:
                 f"train.threads={self.args.threads}", "train.log_every=0", *self.args.overrides,
                 *extra]
 
-    def run_cpp(self, recipe, sets):
+    def trainer_kernel(self):
+        """The kernel faultline-train runs with the caller's environment, from its --version."""
+        text = run([self.train_bin, "--version"], clean_env(), "faultline-train --version")[0]
+        blas = next((l for l in text.splitlines() if l.startswith("blas ")), "")
+        kernel = blas.split("; kernel ", 1)[1].split(",", 1)[0] if "; kernel " in blas else ""
+        return kernel, blas
+
+    def run_cpp(self, recipe, sets, env_extra=None):
         self.runs += 1
         out = os.path.join(self.work, f"run-{self.runs:03d}")
         cmd = [self.train_bin, "-c", recipe, "--out", out]
@@ -169,7 +180,8 @@ class Bench:
             cmd += ["--set", s]
         metrics = os.path.join(out, "metrics.rank0.jsonl")
         last = int(next((v.split("=", 1)[1] for v in reversed(sets) if v.startswith("train.steps=")), 0))
-        timed_cpu_s, cpu_s = run_watched(cmd, clean_env(), "faultline-train", metrics, 2, last)
+        timed_cpu_s, cpu_s = run_watched(cmd, clean_env(**(env_extra or {})), "faultline-train",
+                                         metrics, 2, last)
         start, end, steps = read_metrics(metrics)
         shutil.rmtree(out, ignore_errors=True)
         timed = [s["step_ms"] for s in steps if s["step"] > 2]
@@ -186,14 +198,19 @@ class Bench:
                 "cpu_tokens_per_s": wall_tokens / timed_cpu_s if timed_cpu_s else float("nan"),
                 "cpu_ms": 1000 * timed_cpu_s / (last - 2) if timed_cpu_s else float("nan"),
                 "cpu_s": cpu_s, "step_ms": timed, "wall_ms": intervals, "start": start,
+                "losses": [s["loss"] for s in steps],
                 "first_loss": steps[0]["loss"] if steps else None,
                 "last_loss": steps[-1]["loss"] if steps else None}
 
-    def run_python(self, recipe, sets, tunables):
+    def run_python(self, recipe, sets, tunables, kernel):
+        """`kernel`: the OPENBLAS_CORETYPE faultline-train runs with, so both use the same BLAS."""
         cmd = [self.args.python, os.path.join(HERE, "python_gpt.py"), "-c", recipe]
         for s in sets:
             cmd += ["--set", s]
-        env = clean_env(GLIBC_TUNABLES=MALLOC_TUNABLES) if tunables else clean_env()
+        extra = {"OPENBLAS_CORETYPE": kernel} if kernel else {}
+        if tunables:
+            extra["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+        env = clean_env(**extra)
         text, cpu_s = run(cmd, env, "python_gpt.py")
         result = json.loads(text.strip().splitlines()[-1])
         result["cpu_s"] = cpu_s
@@ -236,9 +253,10 @@ def throughput(bench, name, steps, repeats):
     rows = tc["batch_size"] // tc["grad_accum"] * block  # rows of a micro-batch's activations
     data = bench.data_dir(vocab)  # the shards' vocabulary is the model's
     sets = bench.overrides(data, steps)
+    kernel, _ = bench.trainer_kernel()
     programs = {"C++": lambda sets: bench.run_cpp(recipe, sets),
-                "Python": lambda sets: bench.run_python(recipe, sets, False),
-                "Python+malloc": lambda sets: bench.run_python(recipe, sets, True)}
+                "Python": lambda sets: bench.run_python(recipe, sets, False, kernel),
+                "Python+malloc": lambda sets: bench.run_python(recipe, sets, True, kernel)}
     runs = {label: [] for label in programs}
     # GEMM rate: a square 1024³ product, and the model's own linear-layer shapes (forward),
     # measured before and after the runs; the better of the two counts (a busy machine only
@@ -278,6 +296,9 @@ def throughput(bench, name, steps, repeats):
           f"{repeats} repeat(s), median")
     print(f"BLAS: {start['blas']} (kernel {start.get('blas_kernel') or '?'}; "
           f"{start.get('blas_config') or 'no OpenBLAS config'})")
+    print(f"kernel: faultline-train {start.get('blas_kernel') or '?'} "
+          f"({start.get('blas_kernel_source') or '?'}), Python {py[0].get('blas_kernel') or '?'} "
+          f"(OPENBLAS_CORETYPE={kernel or 'unset'}: the trainer's kernel)")
     print(f"threads: faultline-train {start['threads']} (BLAS {start.get('blas_threads')}), "
           f"Python {py[0]['threads']} (BLAS {py[0].get('blas_threads')}, {py[0]['blas']}); "
           f"torch {start.get('torch_version')} / {py[0]['torch_version']}")
@@ -318,6 +339,43 @@ def throughput(bench, name, steps, repeats):
               f"{100 * achieved / model_rate:5.1f} % of model-shape GEMM"
               f"   (in CPU time: {100 * achieved_cpu / cpu_square:5.1f} %, "
               f"{100 * achieved_cpu / cpu_model_rate:5.1f} %)")
+    print(flush=True)
+
+
+def kernel_comparison(bench, name, steps, repeats):
+    """faultline-train with the environment as the user has it against each forced kernel."""
+    recipe = bench.recipe_path(name)
+    data = bench.data_dir(load_config(recipe, bench.args.overrides)["model"]["vocab_size"])
+    sets = bench.overrides(data, steps)
+    user = os.environ.get("OPENBLAS_CORETYPE")
+    variants = [("as the user has it", {})] + [(k, {"OPENBLAS_CORETYPE": k}) for k in KERNEL_CANDIDATES]
+    runs = {label: [] for label, _ in variants}
+    for r in range(repeats):
+        for label, extra in variants[r % len(variants):] + variants[:r % len(variants)]:
+            log(f"[kernels/{name}] repeat {r + 1}/{repeats}: {label}")
+            runs[label].append(bench.run_cpp(recipe, sets, extra))
+    wall = {label: statistics.median(x["tokens_per_s"] for x in rs) for label, rs in runs.items()}
+    cpu = {label: statistics.median(x["cpu_tokens_per_s"] for x in rs) for label, rs in runs.items()}
+    best_wall, best_cpu = max(wall.values()), max(cpu.values())
+    reference = runs["as the user has it"][0]["losses"]
+    print(f"== BLAS kernels on {name}: faultline-train, steps 3..{steps}, {repeats} interleaved "
+          f"repeat(s), median; OPENBLAS_CORETYPE as the user has it: {user or '(unset)'}")
+    print(f"{'OPENBLAS_CORETYPE':20s} {'runs as (source)':22s} {'tokens/s':>9s} {'vs best':>8s}  "
+          f"{'CPU tokens/s':>12s} {'vs best':>8s}  {'(min..max)':>13s}  max |loss - default|: "
+          f"steps 1..5, all")
+    for label, _ in variants:
+        start = runs[label][0]["start"]
+        ran = f"{start.get('blas_kernel') or '?'} ({start.get('blas_kernel_source') or '?'})"
+        losses = runs[label][0]["losses"]
+        diffs = [abs(a - b) for a, b in zip(losses, reference)]
+        spread = [x["tokens_per_s"] for x in runs[label]]
+        print(f"{label:20s} {ran:22s} {wall[label]:9.0f} {wall[label] / best_wall:8.3f}  "
+              f"{cpu[label]:12.0f} {cpu[label] / best_cpu:8.3f}  {min(spread):6.0f}..{max(spread):<6.0f}  "
+              f"{max(diffs[:5]):.1e}, {max(diffs):.1e}")
+    ratio = wall["as the user has it"] / best_wall
+    ratio_cpu = cpu["as the user has it"] / best_cpu
+    print(f"target: the default within 10 % of the best -> {'met' if ratio >= 0.9 else 'NOT met'} "
+          f"(wall {ratio:.3f}, CPU time {ratio_cpu:.3f})")
     print(flush=True)
 
 
@@ -382,6 +440,8 @@ def main():
                         help=f"steps per run (default: {DEFAULT_STEPS}); tokens/s counts steps 3..N")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per program; median")
     parser.add_argument("--threads", type=int, default=1, help="train.threads for both programs")
+    parser.add_argument("--kernel-recipe", choices=["tiny", "small", "none"], default="tiny",
+                        help="recipe of the BLAS-kernel comparison (none: skip it)")
     parser.add_argument("--probe-recipe", choices=["tiny", "small", "none"], default="tiny",
                         help="recipe of the probe-overhead runs (none: skip them)")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
@@ -408,6 +468,12 @@ def main():
               + ("  <- OPENBLAS_CORETYPE overrides the kernel OpenBLAS would pick for this CPU"
                  if "OPENBLAS_CORETYPE" in os.environ else ""))
         print()
+        _, blas = bench.trainer_kernel()
+        print(f"faultline-train --version: {blas}")
+        print()
+        if args.kernel_recipe != "none":
+            kernel_comparison(bench, args.kernel_recipe,
+                              args.steps or DEFAULT_STEPS[args.kernel_recipe], args.repeats)
         names = ["tiny", "small"] if args.recipe == "both" else [args.recipe]
         for name in names:
             throughput(bench, name, args.steps or DEFAULT_STEPS[name], args.repeats)

@@ -53,6 +53,7 @@ CheckpointMeta sample_meta() {
   meta.config_hash = "0123456789abcdef";
   meta.trajectory_hash = "fedcba9876543210";
   meta.blas = "openblas (Haswell)";
+  meta.blas_kernel_source = "auto";
   meta.threads = 2;
   meta.world_size = 4;
   meta.sampler_seed = 1234;
@@ -91,6 +92,7 @@ TEST_F(Checkpoint, RoundTripsParamsMomentsStepAndMeta) {
   EXPECT_EQ(meta.config_hash, expected.config_hash);
   EXPECT_EQ(meta.trajectory_hash, expected.trajectory_hash);
   EXPECT_EQ(meta.blas, expected.blas);
+  EXPECT_EQ(meta.blas_kernel_source, expected.blas_kernel_source);
   EXPECT_EQ(meta.threads, expected.threads);
   EXPECT_EQ(meta.world_size, expected.world_size);
   EXPECT_EQ(meta.sampler_seed, expected.sampler_seed);

@@ -62,6 +62,7 @@ TEST(Records, StepRecordHasTheProtocolFields) {
   r.grad_norm = 0.5;
   r.lr = 1e-3;
   r.step_ms = 12.34567;
+  r.cpu_ms = 9.87654;
   r.tokens = 256;
   r.param_norm = 3.0;
   r.update_ratio = 1e-4;
@@ -72,6 +73,7 @@ TEST(Records, StepRecordHasTheProtocolFields) {
   EXPECT_EQ(j.at("step"), 7);
   EXPECT_DOUBLE_EQ(j.at("loss").get<double>(), 2.25);
   EXPECT_DOUBLE_EQ(j.at("step_ms").get<double>(), 12.346);  // rounded to microseconds
+  EXPECT_DOUBLE_EQ(j.at("cpu_ms").get<double>(), 9.877);
   EXPECT_EQ(j.at("tokens"), 256);
   EXPECT_DOUBLE_EQ(j.at("param_norm").get<double>(), 3.0);
   EXPECT_DOUBLE_EQ(j.at("update_ratio").get<double>(), 1e-4);
@@ -106,6 +108,8 @@ TEST(Records, StartEventNamesConfigAndRuntime) {
   env.host = "node7";
   RuntimeInfo runtime;
   runtime.blas_library = "libopenblas.so";
+  runtime.blas_kernel = "SkylakeX";
+  runtime.blas_kernel_source = "auto";
   runtime.torch_threads = 1;
   runtime.torch_version = "2.x";
   write_start_event(sink.writer, config, env, runtime, 4242, 99, "gloo", 1);
@@ -123,6 +127,8 @@ TEST(Records, StartEventNamesConfigAndRuntime) {
   EXPECT_EQ(j.at("samples"), 99);
   EXPECT_EQ(j.at("first_step"), 1);
   EXPECT_EQ(j.at("blas"), "libopenblas.so");
+  EXPECT_EQ(j.at("blas_kernel"), "SkylakeX");
+  EXPECT_EQ(j.at("blas_kernel_source"), "auto");
 }
 
 TEST(Records, CountNonfiniteStateCountsGradsParamsAndLoss) {
