@@ -18,7 +18,10 @@ void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds);
 // The learning rate (lr.cpp): lr_anomaly.
 void add_lr_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);
 
-// Resources (resources.cpp): memory, data_stall, straggler.
+// Resources (resources.cpp): memory, data_stall.
 void add_resource_detectors(DetectorList& out, const Thresholds& thresholds);
+
+// A rank slower than its peers step after step (straggler.cpp): straggler.
+void add_straggler_detector(DetectorList& out, const Thresholds& thresholds);
 
 }  // namespace faultline::detectors

@@ -1,5 +1,5 @@
-// Resource detectors: memory near its limit or growing steadily, a data loader that dominates
-// the step, and a rank whose compute time is an outlier among the ranks.
+// Resource detectors: memory near its limit or growing steadily, and a data loader that dominates
+// the step (stragglers: straggler.cpp).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -74,15 +74,17 @@ class MemoryDetector : public Detector {
   Findings found_;
 };
 
-// data_stall: the median share of the step spent waiting for data, per rank. A median so the
-// first step's cold start does not decide it.
+// data_stall: the median share of the step spent waiting for data, per rank, out of the step's own
+// time outside the collective: a rank that waits in the all-reduce for a slow peer is not the
+// faster for it. A median so the first step's cold start does not decide it.
 class DataStallDetector : public Detector {
  public:
   explicit DataStallDetector(const Thresholds& t) : t_(t.data_stall) {}
 
   void observe(const StepRecord& r) override {
-    if (r.step_ms > 0 && std::isfinite(r.step_ms) && std::isfinite(r.data_ms))
-      shares_[r.rank].push_back(std::clamp(r.data_ms / r.step_ms, 0.0, 1.0));
+    const double own_ms = r.step_ms - r.comm_ms;
+    if (own_ms > 0 && std::isfinite(own_ms) && std::isfinite(r.data_ms))
+      shares_[r.rank].push_back(std::clamp(r.data_ms / own_ms, 0.0, 1.0));
   }
 
   void judge(Findings& out, bool final) const override {
@@ -105,8 +107,8 @@ class DataStallDetector : public Detector {
     if (worst < 0) return;
     out.offer({"data_stall", -1, worst,
                "rank " + std::to_string(worst) + " waits for data a median " + pct(worst_share) +
-                   " of its step time over " + std::to_string(worst_steps) + " steps (limit " +
-                   pct(t_.max_share) + ")" + also(flagged, worst)});
+                   " of its step time outside the collective over " + std::to_string(worst_steps) +
+                   " steps (limit " + pct(t_.max_share) + ")" + also(flagged, worst)});
   }
 
  private:
@@ -114,70 +116,11 @@ class DataStallDetector : public Detector {
   std::map<int, std::vector<double>> shares_;
 };
 
-// straggler: per rank, the median compute time (step minus communication and data wait: a
-// fast rank waits in the collective for the slow one, so raw step times are all alike).
-// score = reference / this rank's median, reference = the median of the other ranks' medians:
-// the median of all ranks for large worlds, the other rank itself for two.
-class StragglerDetector : public Detector {
- public:
-  explicit StragglerDetector(const Thresholds& t) : t_(t.straggler) {}
-
-  void observe(const StepRecord& r) override {
-    Rank& s = ranks_[r.rank];
-    if (++s.records <= t_.skip_steps) return;
-    const double compute = r.step_ms - r.comm_ms - r.data_ms;
-    if (std::isfinite(compute)) s.compute_ms.push_back(std::max(0.0, compute));
-  }
-
-  void judge(Findings& out, bool final) const override {
-    if (!final) return;
-    std::map<int, double> medians;
-    for (const auto& [rank, s] : ranks_)
-      if (static_cast<int64_t>(s.compute_ms.size()) >= t_.min_steps)
-        medians[rank] = median(s.compute_ms);
-    if (medians.size() < 2) return;
-    std::vector<int> flagged;
-    int worst = -1;
-    double worst_score = 0, worst_ms = 0, worst_reference = 0;
-    for (const auto& [rank, ms] : medians) {
-      std::vector<double> others;
-      for (const auto& [other, other_ms] : medians)
-        if (other != rank) others.push_back(other_ms);
-      const double reference = median(others);
-      if (!(ms > 0) || !(reference > 0)) continue;  // no compute time to compare
-      const double score = reference / ms;
-      if (!(score < t_.min_score) || !(ms - reference >= t_.min_excess_ms)) continue;
-      flagged.push_back(rank);
-      if (worst < 0 || score < worst_score) {
-        worst = rank;
-        worst_score = score;
-        worst_ms = ms;
-        worst_reference = reference;
-      }
-    }
-    if (worst < 0) return;
-    out.offer({"straggler", -1, worst,
-               "rank " + std::to_string(worst) + "'s median compute time " + num(worst_ms) +
-                   " ms is " + num(worst_ms / worst_reference) + "x the other ranks' median " +
-                   num(worst_reference) + " ms (score " + num(worst_score) + " < " +
-                   num(t_.min_score) + ")" + also(flagged, worst)});
-  }
-
- private:
-  struct Rank {
-    int64_t records = 0;
-    std::vector<double> compute_ms;
-  };
-  const Thresholds::Straggler t_;
-  std::map<int, Rank> ranks_;
-};
-
 }  // namespace
 
 void add_resource_detectors(DetectorList& out, const Thresholds& t) {
   if (t.memory.enabled) out.push_back(std::make_unique<MemoryDetector>(t));
   if (t.data_stall.enabled) out.push_back(std::make_unique<DataStallDetector>(t));
-  if (t.straggler.enabled) out.push_back(std::make_unique<StragglerDetector>(t));
 }
 
 }  // namespace faultline::detectors

@@ -13,6 +13,7 @@ RunJudge::RunJudge(Thresholds thresholds, RunContext context)
   add_dynamics_detectors(detectors_, thresholds_);
   add_lr_detector(detectors_, thresholds_, context_);
   add_resource_detectors(detectors_, thresholds_);
+  add_straggler_detector(detectors_, thresholds_);
 }
 
 void RunJudge::observe(const StepRecord& record) {

@@ -1,4 +1,5 @@
-// Medians, the online least-squares fit and number formatting shared by the detectors.
+// Medians, the binomial tail, the online least-squares fit and number formatting shared by the
+// detectors.
 #include "probes/detectors/stats.hpp"
 
 #include <fmt/format.h>
@@ -24,6 +25,21 @@ double median(std::vector<double> values) {
 double mean(const std::vector<double>& values) {
   if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double binomial_upper_tail(int64_t k, int64_t n, double p) {
+  if (k <= 0) return 1.0;
+  if (k > n) return 0.0;
+  // Summed in log space: C(n, i) overflows doubles long before a long run's step count does.
+  const double log_p = std::log(p), log_q = std::log1p(-p);
+  const auto nd = static_cast<double>(n);
+  double tail = 0;
+  for (int64_t i = k; i <= n; ++i) {
+    const auto id = static_cast<double>(i);
+    tail += std::exp(std::lgamma(nd + 1) - std::lgamma(id + 1) - std::lgamma(nd - id + 1) +
+                     id * log_p + (nd - id) * log_q);
+  }
+  return std::min(1.0, tail);
 }
 
 void LinearFit::add(double x, double y) {

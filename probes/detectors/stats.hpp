@@ -1,4 +1,5 @@
-// Small statistics for the detectors: medians, an online least-squares line, number formatting.
+// Small statistics for the detectors: medians, a binomial tail, an online least-squares line,
+// number formatting.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,9 @@ namespace faultline::detectors {
 double median(std::vector<double> values);
 
 double mean(const std::vector<double>& values);
+
+// P(X >= k) for X ~ Binomial(n, p): the sign test's one-sided p-value. 1 for k <= 0.
+double binomial_upper_tail(int64_t k, int64_t n, double p);
 
 // Least-squares line of y on x, updated one point at a time (Welford-style co-moments, so the
 // byte counts of a large RSS do not lose their low digits as naive sums of squares would).

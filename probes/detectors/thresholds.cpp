@@ -51,9 +51,11 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
 
   b.bind(key("straggler.enabled"), t.straggler.enabled);
   b.bind(key("straggler.min_score"), t.straggler.min_score, kShare);
+  b.bind(key("straggler.min_excess_ms"), t.straggler.min_excess_ms, kNonNegative);
+  b.bind(key("straggler.max_p_value"), t.straggler.max_p_value, kShare);
   b.bind(key("straggler.skip_steps"), t.straggler.skip_steps, kAtLeastZero);
   b.bind(key("straggler.min_steps"), t.straggler.min_steps, kAtLeastOne);
-  b.bind(key("straggler.min_excess_ms"), t.straggler.min_excess_ms, kNonNegative);
+  b.bind(key("straggler.clock"), t.straggler.clock, {"auto", "wall"});
 
   b.bind(key("slow.enabled"), t.slow.enabled);
   b.bind(key("slow.min_ratio"), t.slow.min_ratio, kShare);

@@ -56,17 +56,24 @@ struct Thresholds {
   } memory;
   struct DataStall {
     bool enabled = true;
-    double max_share = 0.5;  // median over steps of data_ms / step_ms
+    double max_share = 0.5;  // median over steps of data_ms / (step_ms - comm_ms)
     int64_t min_steps = 5;
   } data_stall;
   struct Straggler {
     bool enabled = true;
-    double min_score = 0.75;  // reference compute time / this rank's
-    int64_t skip_steps = 2;   // first steps pay one-time costs
-    int64_t min_steps = 5;
-    // ... and at least this much slower in absolute terms: at millisecond steps a shared
-    // machine's scheduling noise alone moves one rank's median by tens of percent.
+    // A step counts against a rank when the other ranks' median compute time / this rank's is
+    // below min_score and the rank is at least min_excess_ms slower in that step ...
+    double min_score = 0.75;
     double min_excess_ms = 5;
+    // ... and the rank is a straggler when so many of its steps count that a rank no slower
+    // than its peers (at most half its steps, by symmetry) would show it with a binomial
+    // probability of at most max_p_value.
+    double max_p_value = 1e-3;
+    int64_t skip_steps = 2;  // first steps pay one-time costs
+    int64_t min_steps = 5;
+    // "auto": compare cpu_ms when every rank reports it (descheduling does not add CPU time),
+    // wall compute time otherwise; "wall": always wall time.
+    std::string clock = "auto";
   } straggler;
   struct Slow {
     bool enabled = true;

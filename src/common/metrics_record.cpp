@@ -81,6 +81,7 @@ ParsedLine parse_metrics_line(std::string_view line) {
       step.update_ratio = maybe_real(record, "update_ratio");
       step.nonfinite = maybe_int(record, "nonfinite");
       step.collectives = maybe_int(record, "collectives");
+      step.cpu_ms = maybe_real(record, "cpu_ms");
       parsed.record = step;
     } else if (type == "anomaly") {
       AnomalyRecord anomaly{rank,

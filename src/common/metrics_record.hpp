@@ -24,6 +24,9 @@ struct StepRecord {
   std::optional<double> param_norm, update_ratio;
   std::optional<int64_t> nonfinite;
   std::optional<int64_t> collectives;
+  // CPU time of the training thread in the step outside data loading and the collective: the
+  // CPU counterpart of step_ms - data_ms - comm_ms. Absent from trainers that do not measure it.
+  std::optional<double> cpu_ms;
 };
 
 struct AnomalyRecord {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "support/cli.hpp"
 
@@ -23,12 +24,19 @@ namespace {
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
 
-Cli smoke(const std::vector<std::string>& overrides, const std::string& ladder = kLadder) {
+// Tests about the timing detectors (straggler, data_stall) turn them on; the others run without
+// them, so a loaded machine cannot fail them.
+Cli smoke(const std::vector<std::string>& overrides, const std::string& ladder = kLadder,
+          TimingDetectors timing = TimingDetectors::Off) {
   std::string dir = make_temp_dir("smoke");
   std::vector<std::string> args = {"smoke", "-c",     kMicro,           "--ladder",
                                    ladder,  "--json", "--step-timeout", "5"};
   for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  return faultline_cli(args, dir);
+  return faultline_cli(args, dir, 120, {}, timing);
+}
+
+Cli timed_smoke(const std::vector<std::string>& overrides) {
+  return smoke(overrides, kLadder, TimingDetectors::On);
 }
 
 nlohmann::json failure_of(const Cli& cli, const std::string& kind) {
@@ -120,7 +128,7 @@ TEST(Smoke, OrganicHugeInitIsAGradExplosion) {
 }
 
 TEST(Smoke, SlowRankIsAStraggler) {
-  auto cli = smoke({"dist.ranks=2", "fault.slow_rank=1", "fault.slow_ms=40"});
+  auto cli = timed_smoke({"dist.ranks=2", "fault.slow_rank=1", "fault.slow_ms=40"});
   EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
   auto failure = failure_of(cli, "straggler");
   ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
@@ -132,14 +140,14 @@ TEST(Smoke, StarvedRankIsADataStallAndASlowOneAStraggler) {
   for (const char* ranks : {"2", "4"}) {
     SCOPED_TRACE(ranks);
     const std::string world = std::string("dist.ranks=") + ranks;
-    auto starved = smoke({world, "fault.data_delay_rank=1", "fault.data_delay_ms=20"});
+    auto starved = timed_smoke({world, "fault.data_delay_rank=1", "fault.data_delay_ms=20"});
     EXPECT_EQ(starved.result.exit_code, 1) << starved.result.output;
     auto stall = failure_of(starved, "data_stall");
     ASSERT_FALSE(stall.is_null()) << starved.doc.dump();
     EXPECT_EQ(stall.at("rank"), 1);
     EXPECT_TRUE(failure_of(starved, "straggler").is_null()) << starved.doc.dump();
 
-    auto slow = smoke({world, "fault.slow_rank=1", "fault.slow_ms=20"});
+    auto slow = timed_smoke({world, "fault.slow_rank=1", "fault.slow_ms=20"});
     EXPECT_EQ(slow.result.exit_code, 1) << slow.result.output;
     auto straggler = failure_of(slow, "straggler");
     ASSERT_FALSE(straggler.is_null()) << slow.doc.dump();
@@ -159,7 +167,7 @@ TEST(Smoke, OrganicHighLearningRateIsCaught) {
 // median data share is far above data_stall.max_share (0.5), and the first rung's 10 steps are
 // more than data_stall.min_steps (5): the gate fails there and runs nothing bigger.
 TEST(Smoke, DataDelayOnOneRankIsADataStallOnTheFirstRung) {
-  auto cli = smoke({"fault.data_delay_ms=50"});
+  auto cli = timed_smoke({"fault.data_delay_ms=50"});
   EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
   const auto& rungs = cli.doc.at("rungs");
   ASSERT_EQ(rungs.size(), 1u) << cli.doc.dump();
@@ -300,10 +308,19 @@ TEST(Train, InterruptedRunKeepsItsRowsAndIsMarkedInterrupted) {
     execv(argv[0], argv.data());
     _exit(127);
   }
-  sleep(3);  // long enough to have stored some steps
+  // Interrupt once the store holds more than 10 steps (polled: a loaded machine is slow to start).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int64_t stored = 0;
+  while (stored <= 10 && std::chrono::steady_clock::now() < deadline) {
+    auto polled = faultline_cli({"show", "1", "--json"}, dir);
+    if (polled.result.exit_code == 0 && polled.doc.is_object())
+      stored = polled.doc.value("steps_stored", int64_t{0});
+    if (stored <= 10) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
+  ASSERT_GT(stored, 10) << "the run stored no more than 10 steps in 60 s";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 4);
   auto show = faultline_cli({"show", "1", "--json"}, dir);

@@ -7,15 +7,19 @@
 namespace faultline::testing {
 
 Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s,
-                  std::function<bool()> kill_when) {
+                  std::function<bool()> kill_when, TimingDetectors timing) {
   static const std::vector<std::string> trainer_commands = {"train", "smoke", "isolate", "bisect",
                                                             "repro"};
   const bool runs_trainer = std::find(trainer_commands.begin(), trainer_commands.end(),
                                       args.front()) != trainer_commands.end();
+  const bool names_detectors = std::find(args.begin(), args.end(), "--detectors") != args.end();
   args.insert(args.begin(), FAULTLINE_BIN);
   args.insert(args.end(), {"--db", dir + "/faultline.db"});
   if (runs_trainer)
     args.insert(args.end(), {"--work-dir", dir + "/runs", "--trainer", FAULTLINE_TRAIN_BIN});
+  if (runs_trainer && timing == TimingDetectors::Off && !names_detectors)
+    args.insert(args.end(), {"--detectors",
+                             FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/no_timing_detectors.toml"});
   Cli cli{run_process({args, {}, timeout_s, std::move(kill_when)}), nullptr};
   std::istringstream lines(cli.result.output);
   for (std::string line; std::getline(lines, line);)

@@ -15,9 +15,15 @@ struct Cli {
   nlohmann::json doc;  // the --json document (last stdout line that parses)
 };
 
+// Whether the detectors that judge wall-clock time (straggler, data_stall, slow) run. Off for
+// tests that are not about timing: on a loaded machine their verdicts are about the machine.
+enum class TimingDetectors { Off, On };
+
 // `faultline ARGS --db DIR/faultline.db`, plus --work-dir and --trainer for the commands that
-// run trainers. `kill_when` as in ProcessSpec.
+// run trainers, and with TimingDetectors::Off `--detectors tests/e2e/recipes/
+// no_timing_detectors.toml` unless ARGS name a detector file. `kill_when` as in ProcessSpec.
 Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s = 120,
-                  std::function<bool()> kill_when = {});
+                  std::function<bool()> kill_when = {},
+                  TimingDetectors timing = TimingDetectors::Off);
 
 }  // namespace faultline::testing

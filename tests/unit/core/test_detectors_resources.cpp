@@ -1,5 +1,6 @@
-// Tests for probes/detectors/resources.cpp and the judge's run facts: memory limit and leaks,
-// data stalls and stragglers on synthetic multi-rank runs; tokens/s and world size from events.
+// Tests for probes/detectors/resources.cpp and the judge's run facts: memory limit and leaks and
+// data stalls on synthetic multi-rank runs; tokens/s and world size from events. Stragglers:
+// test_detectors_straggler.cpp.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -101,6 +102,24 @@ TEST(DetectorsResources, DataStallOnEveryRankReportsTheWorst) {
   EXPECT_NE(failures[0].detail.find("also ranks 0, 1"), std::string::npos) << failures[0].detail;
 }
 
+// The issue-19 case: a starved rank's peers wait for it in the all-reduce, and so, for a while,
+// does the starved rank for them. Its data share of the whole step is 20 / 45 (under 0.5); of
+// its own time outside the collective it is 20 / 23.
+TEST(DetectorsResources, DataShareLeavesOutTheTimeInTheCollective) {
+  auto records = synthetic_run({40, 4});
+  for (auto& record : records) {
+    const bool starved = record.rank == 1;
+    record.data_ms = starved ? 20.0 : 0.1;
+    record.comm_ms = starved ? 22.0 : 41.9;
+    record.step_ms = 45.0;
+  }
+  auto failures = judge(records);
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "data_stall", -1, 1));
+  EXPECT_NE(failures[0].detail.find("a median 86.96% of its step time outside the collective"),
+            std::string::npos)
+      << failures[0].detail;
+}
+
 TEST(DetectorsResources, DataStallNeedsEnoughSteps) {
   auto records = synthetic_run({4, 1});
   for (auto& record : records) {
@@ -108,52 +127,6 @@ TEST(DetectorsResources, DataStallNeedsEnoughSteps) {
     record.step_ms += 500;
   }
   EXPECT_TRUE(judge(records).empty());
-}
-
-TEST(DetectorsResources, SlowRankIsAStraggler) {
-  auto records = synthetic_run({50, 2});
-  for (auto& record : records) {
-    record.step_ms += 100;
-    if (record.rank == 0) record.comm_ms += 100;  // fault.slow_ms on rank 1: rank 0 waits
-  }
-  auto failures = judge(records);
-  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "straggler", -1, 1));
-  EXPECT_NE(failures[0].detail.find("rank 1"), std::string::npos) << failures[0].detail;
-}
-
-TEST(DetectorsResources, StragglerAmongFourRanks) {
-  auto records = synthetic_run({50, 4});
-  for (auto& record : records) {
-    record.step_ms += 30;
-    if (record.rank != 3) record.comm_ms += 30;
-  }
-  expect_one(judge(records), "straggler", -1, 3);
-}
-
-TEST(DetectorsResources, MildImbalanceOrOneRankIsNoStraggler) {
-  auto records = synthetic_run({50, 2});
-  for (auto& record : records) {
-    record.step_ms += 8;  // rank 1 computes ~20 % longer: score ~0.83
-    if (record.rank == 0) record.comm_ms += 8;
-  }
-  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
-  auto single = synthetic_run({50, 1});
-  for (auto& record : single) record.step_ms += 100;
-  EXPECT_TRUE(judge(single).empty());
-}
-
-TEST(DetectorsResources, MillisecondJitterIsNoStraggler) {
-  // Rank 1 is 40 % slower but only by 2 ms: scheduling noise on a busy machine, not a straggler.
-  auto records = synthetic_run({50, 2});
-  for (auto& record : records) {
-    record.step_ms = record.rank == 1 ? 7.0 : 5.0;
-    record.comm_ms = record.rank == 0 ? 2.0 : 0.0;
-    record.data_ms = 0;
-  }
-  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
-  for (auto& record : records)
-    if (record.rank == 1) record.step_ms = 12.0;  // 7 ms slower: it is one
-  expect_one(judge(records), "straggler", -1, 1);
 }
 
 TEST(DetectorsResources, TokensPerSecondAndWorldSizeComeFromEvents) {

@@ -1,0 +1,123 @@
+// straggler: a rank whose compute time is longer than its peers' step after step. Judged per
+// step against the other ranks (a paired sign test), not from one ratio of medians, so a rank the
+// OS descheduled for a few steps, or for a time slice in each, is not called slow.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "common/text.hpp"
+#include "probes/detectors/detectors.hpp"
+#include "probes/detectors/stats.hpp"
+
+namespace faultline::detectors {
+
+namespace {
+
+struct Sample {
+  double wall_ms = 0;  // step_ms - comm_ms - data_ms: a fast rank waits in the collective
+  std::optional<double> cpu_ms;
+};
+
+// What one rank's steps say against the other ranks' median at the same step.
+struct Evidence {
+  int64_t steps = 0, slower = 0;
+  std::vector<double> own_wall, peer_wall, own_cpu, peer_cpu;
+  double p_value = 1;
+};
+
+double median_of_others(const std::map<int, Sample>& at_step, int rank, bool cpu) {
+  std::vector<double> others;
+  for (const auto& [other, sample] : at_step)
+    if (other != rank) others.push_back(cpu ? *sample.cpu_ms : sample.wall_ms);
+  return median(others);
+}
+
+class StragglerDetector : public Detector {
+ public:
+  explicit StragglerDetector(const Thresholds& t) : t_(t.straggler) {}
+
+  void observe(const StepRecord& r) override {
+    if (++records_[r.rank] <= t_.skip_steps) return;
+    const double wall = r.step_ms - r.comm_ms - r.data_ms;
+    if (!std::isfinite(wall)) return;
+    Sample sample{std::max(0.0, wall), std::nullopt};
+    if (r.cpu_ms && std::isfinite(*r.cpu_ms)) sample.cpu_ms = std::max(0.0, *r.cpu_ms);
+    steps_[r.step][r.rank] = sample;
+  }
+
+  void judge(Findings& out, bool final) const override {
+    if (!final) return;
+    const bool cpu = t_.clock == "auto" && every_sample_has_cpu_time();
+    std::map<int, Evidence> ranks;
+    for (const auto& [step, at_step] : steps_) {
+      if (at_step.size() < 2) continue;
+      for (const auto& [rank, sample] : at_step) {
+        Evidence& e = ranks[rank];
+        const double own = cpu ? *sample.cpu_ms : sample.wall_ms;
+        const double peers = median_of_others(at_step, rank, cpu);
+        ++e.steps;
+        if (peers < t_.min_score * own && own - peers >= t_.min_excess_ms) ++e.slower;
+        e.own_wall.push_back(sample.wall_ms);
+        e.peer_wall.push_back(median_of_others(at_step, rank, false));
+        if (cpu) {
+          e.own_cpu.push_back(own);
+          e.peer_cpu.push_back(peers);
+        }
+      }
+    }
+    std::vector<int> flagged;
+    int worst = -1;
+    for (auto& [rank, e] : ranks) {
+      if (e.steps < t_.min_steps) continue;
+      // Under "no slower than its peers" a step counts with probability at most 1/2.
+      e.p_value = binomial_upper_tail(e.slower, e.steps, 0.5);
+      if (!(e.p_value <= t_.max_p_value)) continue;
+      flagged.push_back(rank);
+      if (worst < 0 || e.p_value < ranks.at(worst).p_value) worst = rank;
+    }
+    if (worst < 0) return;
+    const Evidence& e = ranks.at(worst);
+    std::string times = cpu ? "median CPU time " + num(median(e.own_cpu)) + " ms vs " +
+                                  num(median(e.peer_cpu)) + " ms, wall " + num(median(e.own_wall)) +
+                                  " ms vs " + num(median(e.peer_wall)) + " ms"
+                            : "median wall time " + num(median(e.own_wall)) + " ms vs " +
+                                  num(median(e.peer_wall)) + " ms (no cpu_ms compared)";
+    out.offer({"straggler", -1, worst,
+               "rank " + std::to_string(worst) + "'s compute took longer than the other ranks' " +
+                   "median in " + std::to_string(e.slower) + " of " + std::to_string(e.steps) +
+                   " steps (by over " + num(1 / t_.min_score) + "x and " + num(t_.min_excess_ms) +
+                   " ms; sign test p " + num(e.p_value) + " <= " + num(t_.max_p_value) + "); " +
+                   times + also(flagged, worst)});
+  }
+
+ private:
+  bool every_sample_has_cpu_time() const {
+    for (const auto& [step, at_step] : steps_)
+      for (const auto& [rank, sample] : at_step)
+        if (!sample.cpu_ms) return false;
+    return !steps_.empty();
+  }
+
+  // "; also ranks 2, 3" for the other ranks that crossed the same line.
+  static std::string also(const std::vector<int>& ranks, int reported) {
+    std::vector<std::string> others;
+    for (int rank : ranks)
+      if (rank != reported) others.push_back(std::to_string(rank));
+    return others.empty()
+               ? ""
+               : "; also rank" + std::string(others.size() > 1 ? "s " : " ") + join(others, ", ");
+  }
+
+  const Thresholds::Straggler t_;
+  std::map<int, int64_t> records_;
+  std::map<int64_t, std::map<int, Sample>> steps_;  // step -> rank -> its compute time
+};
+
+}  // namespace
+
+void add_straggler_detector(DetectorList& out, const Thresholds& t) {
+  if (t.straggler.enabled) out.push_back(std::make_unique<StragglerDetector>(t));
+}
+
+}  // namespace faultline::detectors
