@@ -239,8 +239,10 @@ TEST(TrainFaults, OrganicTinyLearningRateStalls) {
   EXPECT_GT(field(steps.back(), "loss"), field(steps.front(), "loss") - 0.01);
 }
 
+// init_std 10 peaks at a norm of 914 on OpenBLAS's AVX-512 kernels and 1,655 on Haswell: the
+// peak depends on the kernel's rounding. At 20 it is 4,105 and 22,985, clear of 1e3 on both.
 TEST(TrainFaults, OrganicHugeInitExplodes) {
-  auto run = run_trainer({.overrides = {"model.init_std=10"}});
+  auto run = run_trainer({.overrides = {"model.init_std=20"}});
   auto steps = run.steps();
   double worst_norm = 0;
   for (const auto& step : steps) worst_norm = std::max(worst_norm, field(step, "grad_norm"));
