@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 
-#include "common/text.hpp"
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
 
@@ -16,16 +15,6 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string pct(double share) {
   return num(100 * share) + "%";
-}
-
-// "; also ranks 2, 3" for the other ranks that crossed the same line.
-std::string also(const std::vector<int>& ranks, int reported) {
-  std::vector<std::string> others;
-  for (int rank : ranks)
-    if (rank != reported) others.push_back(std::to_string(rank));
-  return others.empty()
-             ? ""
-             : "; also rank" + std::string(others.size() > 1 ? "s " : " ") + join(others, ", ");
 }
 
 // memory: over max_fraction of the total at any step (streaming), or a leak: a least-squares
@@ -108,7 +97,7 @@ class DataStallDetector : public Detector {
     out.offer({"data_stall", -1, worst,
                "rank " + std::to_string(worst) + " waits for data a median " + pct(worst_share) +
                    " of its step time outside the collective over " + std::to_string(worst_steps) +
-                   " steps (limit " + pct(t_.max_share) + ")" + also(flagged, worst)});
+                   " steps (limit " + pct(t_.max_share) + ")" + also_ranks(flagged, worst)});
   }
 
  private:

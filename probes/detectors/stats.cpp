@@ -3,6 +3,7 @@
 #include "probes/detectors/stats.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +78,14 @@ std::string num(double value) {
 
 std::string mib(double bytes) {
   return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
+
+std::string also_ranks(const std::vector<int>& ranks, int reported) {
+  std::vector<int> others;
+  for (int rank : ranks)
+    if (rank != reported) others.push_back(rank);
+  if (others.empty()) return "";
+  return fmt::format("; also rank{} {}", others.size() > 1 ? "s" : "", fmt::join(others, ", "));
 }
 
 }  // namespace faultline::detectors

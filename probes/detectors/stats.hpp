@@ -39,5 +39,7 @@ class LinearFit {
 std::string num(double value);
 // Bytes as MiB with one decimal.
 std::string mib(double bytes);
+// "; also ranks 2, 3": the ranks other than `reported` that crossed the same line ("" if none).
+std::string also_ranks(const std::vector<int>& ranks, int reported);
 
 }  // namespace faultline::detectors

@@ -6,7 +6,6 @@
 #include <map>
 #include <optional>
 
-#include "common/text.hpp"
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
 
@@ -88,7 +87,7 @@ class StragglerDetector : public Detector {
                    "median in " + std::to_string(e.slower) + " of " + std::to_string(e.steps) +
                    " steps (by over " + num(1 / t_.min_score) + "x and " + num(t_.min_excess_ms) +
                    " ms; sign test p " + num(e.p_value) + " <= " + num(t_.max_p_value) + "); " +
-                   times + also(flagged, worst)});
+                   times + also_ranks(flagged, worst)});
   }
 
  private:
@@ -97,16 +96,6 @@ class StragglerDetector : public Detector {
       for (const auto& [rank, sample] : at_step)
         if (!sample.cpu_ms) return false;
     return !steps_.empty();
-  }
-
-  // "; also ranks 2, 3" for the other ranks that crossed the same line.
-  static std::string also(const std::vector<int>& ranks, int reported) {
-    std::vector<std::string> others;
-    for (int rank : ranks)
-      if (rank != reported) others.push_back(std::to_string(rank));
-    return others.empty()
-               ? ""
-               : "; also rank" + std::string(others.size() > 1 ? "s " : " ") + join(others, ", ");
   }
 
   const Thresholds::Straggler t_;

@@ -2,7 +2,7 @@
 // fire on healthy multi-rank micro runs, quiet and beside CPU hogs, and whether planted slow and
 // starved ranks are still caught. Runs the real `faultline train --json`; prints markdown tables.
 //
-//   timing_detectors [--runs N] [--fault-runs M] [--hogs H]
+//   timing_detectors [--runs N] [--fault-runs M] [--hogs H] [--ranks R] [--trainer PATH]
 //
 // Each run's verdict is the product's (the harness's judge). The metrics files are judged again
 // here with straggler.clock = "wall", so one set of runs also measures the wall-only rule a
@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,6 @@
 namespace {
 
 using namespace faultline;
-using faultline::testing::faultline_cli;
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 
@@ -107,13 +107,31 @@ std::vector<int> former_rule(const std::vector<StepRecord>& steps) {
   return flagged;
 }
 
-void run_case(const Case& c, int ranks, int runs, Tally& tally) {
+struct Options {
+  int runs = 20, fault_runs = 5, hogs = 2;
+  std::vector<int> worlds = {2, 4};
+  std::string trainer = FAULTLINE_TRAIN_BIN;  // another build's, to measure its cpu_ms
+};
+
+// `faultline train --json` with the default detector thresholds.
+faultline::testing::Cli train(const std::string& dir, int ranks, const Case& c,
+                              const Options& options) {
+  std::vector<std::string> argv = {
+      FAULTLINE_BIN,         "train",     "-c",           kMicro,        "--ranks",
+      std::to_string(ranks), "--json",    "--db",         dir + "/f.db", "--work-dir",
+      dir + "/runs",         "--trainer", options.trainer};
+  for (const auto& o : c.overrides) argv.insert(argv.end(), {"--set", o});
+  faultline::testing::Cli cli{faultline::testing::run_process({argv, {}, 300, {}}), nullptr};
+  std::istringstream lines(cli.result.output);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);
+  return cli;
+}
+
+void run_case(const Case& c, int ranks, int runs, const Options& options, Tally& tally) {
   for (int i = 0; i < runs; ++i) {
     const std::string dir = faultline::testing::make_temp_dir("timing-bench");
-    std::vector<std::string> args = {"train", "-c", kMicro, "--ranks", std::to_string(ranks),
-                                     "--json"};
-    for (const auto& o : c.overrides) args.insert(args.end(), {"--set", o});
-    auto cli = faultline_cli(args, dir, 300, {}, faultline::testing::TimingDetectors::On);
+    auto cli = train(dir, ranks, c, options);
     ++tally.runs;
     if (!cli.doc.is_object() || !cli.doc.contains("failures")) {
       ++tally.errors;
@@ -160,9 +178,14 @@ int arg(int argc, char** argv, const std::string& name, int fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int runs = arg(argc, argv, "--runs", 20);
-  const int fault_runs = arg(argc, argv, "--fault-runs", 5);
-  const int hogs = arg(argc, argv, "--hogs", 2);
+  Options options;
+  options.runs = arg(argc, argv, "--runs", options.runs);
+  options.fault_runs = arg(argc, argv, "--fault-runs", options.fault_runs);
+  options.hogs = arg(argc, argv, "--hogs", options.hogs);
+  if (const int only = arg(argc, argv, "--ranks", 0); only > 0) options.worlds = {only};
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--trainer") options.trainer = argv[i + 1];
+  std::printf("trainer: %s\n\n", options.trainer.c_str());
   const std::vector<Case> cases = {
       {"healthy", {}, "", -1},
       {"slow rank 1 (fault.slow_ms=20)", {"fault.slow_rank=1", "fault.slow_ms=20"}, "straggler", 1},
@@ -177,11 +200,12 @@ int main(int argc, char** argv) {
       "|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::string> examples;
   for (const auto& c : cases)
-    for (int ranks : {2, 4})
-      for (int hog_count : {0, hogs}) {
+    for (int ranks : options.worlds)
+      for (int hog_count : {0, options.hogs}) {
         Tally tally;
         auto pids = start_hogs(hog_count);
-        run_case(c, ranks, c.expected_kind.empty() ? runs : fault_runs, tally);
+        run_case(c, ranks, c.expected_kind.empty() ? options.runs : options.fault_runs, options,
+                 tally);
         stop_hogs(pids);
         const std::string caught = c.expected_kind.empty() ? "-" : std::to_string(tally.caught);
         std::printf("| %s | %d | %d | %d | %d | %d | %s | %d | %d | %s |\n", c.name.c_str(), ranks,
