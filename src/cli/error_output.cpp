@@ -31,26 +31,28 @@ int ErrorOutput::usage_code() const {
   return static_cast<int>(ExitCode::BadInput);
 }
 
+// The text lines go to stderr in both formats: a person watching a --json run still reads them,
+// and stdout keeps exactly one document.
 int ErrorOutput::usage(const std::string& what) const {
+  fmt::print(stderr, "faultline: error: {}\n", what);
   if (format_ == ErrorFormat::Json)
     return print_json("usage", {{what, "command line", "see faultline --help"}},
                       ExitCode::BadInput);
-  fmt::print(stderr, "faultline: error: {}\n", what);
   return usage_code();
 }
 
 int ErrorOutput::user(const UserError& error) const {
-  if (format_ == ErrorFormat::Json) return print_json("input", error.items(), ExitCode::BadInput);
   for (const auto& item : error.items())
     fmt::print(stderr, "{}\n", format_error("faultline", item));
+  if (format_ == ErrorFormat::Json) return print_json("input", error.items(), ExitCode::BadInput);
   return static_cast<int>(ExitCode::BadInput);
 }
 
 int ErrorOutput::internal(const std::string& what) const {
+  fmt::print(stderr, "faultline: internal error: {}\n", what);
   if (format_ == ErrorFormat::Json)
     return print_json("internal", {{what, "", "a bug in faultline: please report it"}},
                       ExitCode::Internal);
-  fmt::print(stderr, "faultline: internal error: {}\n", what);
   return static_cast<int>(ExitCode::Internal);
 }
 

@@ -1,6 +1,6 @@
 // How `faultline` reports what stopped it: `faultline: error: <what> (<where>); <hint>` lines on
-// stderr, or with --json one document {"error": {...}} on stdout, so a script that parses the
-// output always gets JSON.
+// stderr, and with --json also one document {"error": {...}} on stdout, so a script that parses
+// the output always gets JSON.
 #pragma once
 
 #include <string>
