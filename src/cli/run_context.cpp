@@ -28,10 +28,6 @@ std::string env_or(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value && *value ? value : fallback;
 }
-
-fs::path own_dir() {
-  return executable_dir();
-}
 }  // namespace
 
 RunContextOptions& shared_context() {
@@ -59,7 +55,7 @@ std::string resolve_train_recipe(const std::string& given, const std::string& op
 
 void add_context_options(CLI::App& command) {
   auto& options = shared_context();
-  command.add_option("--db", options.db, "SQLite store (default: $FAULTLINE_DB or ./faultline.db)");
+  add_store_options(command);
   command.add_option("--trainer", options.trainer,
                      "trainer executable (default: faultline-train next to faultline)");
   command.add_option("--work-dir", options.work_dir,
@@ -67,7 +63,6 @@ void add_context_options(CLI::App& command) {
   command.add_option("--detectors", options.detectors, "detector thresholds (TOML)");
   command.add_option("--step-timeout", options.step_timeout_s,
                      "seconds without a step record that make a hang");
-  command.add_flag("--json", options.json, "print one JSON document on stdout");
   command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
 }
 
@@ -84,9 +79,9 @@ std::string resolve_trainer(const std::string& flag) {
     return fs::absolute(chosen).string();
   }
   for (const auto& candidate :
-       {own_dir() / "faultline-train", own_dir() / "../trainer/faultline-train"})
+       {executable_dir() / "faultline-train", executable_dir() / "../trainer/faultline-train"})
     if (access(candidate.c_str(), X_OK) == 0) return fs::weakly_canonical(candidate).string();
-  throw UserError("cannot find faultline-train", own_dir().string(),
+  throw UserError("cannot find faultline-train", executable_dir().string(),
                   "pass --trainer PATH or set FAULTLINE_TRAIN");
 }
 
