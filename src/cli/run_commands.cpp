@@ -99,7 +99,6 @@ int run_train(const TrainArgs& args) {
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
-  trainer::check_launchable(recipe, spec.ranks);
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   TrainProgress progress(progress_style(args.context.quiet));

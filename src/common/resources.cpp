@@ -19,8 +19,6 @@ const char* folder_of(RecipeKind kind) {
       return "train";
     case RecipeKind::Ladder:
       return "ladders";
-    case RecipeKind::Detectors:
-      return "detectors";
   }
   return "train";
 }

@@ -21,7 +21,7 @@ std::filesystem::path share_dir();
 std::filesystem::path share_file(const std::string& relative);
 
 // What kind of recipe a name stands for: the folder of recipes/ it is looked up in.
-enum class RecipeKind { Train, Ladder, Detectors };
+enum class RecipeKind { Train, Ladder };
 
 // A recipe given on the command line: a path to an existing file (returned absolute), or the
 // name of an installed one ("tiny" or "tiny.toml" → share/recipes/train/tiny.toml). Anything
