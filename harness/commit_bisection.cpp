@@ -188,7 +188,8 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
     if (progress) progress(run, static_cast<int>(report.runs.size()), report.candidates);
   };
   try {
-    if (request.judge.kind == JudgeKind::Recipe && request.judge.failure_kind == "slow")
+    if (request.judge.kind == JudgeKind::Recipe &&
+        request.judge.failure_kind == detectors::FailureKind::Slow)
       record(judge.measure_baseline(report.good_commit));
     while (!search->done()) {
       const auto proposals = search->next(static_cast<std::size_t>(request.jobs));

@@ -108,7 +108,7 @@ nlohmann::json CommitJudge::identity() const {
   identity["overrides"] = options_.overrides;
   identity["steps"] = options_.steps;
   identity["ranks"] = options_.ranks;
-  identity["failure_kind"] = options_.failure_kind;
+  identity["failure_kind"] = options_.failure_kind ? to_string(*options_.failure_kind) : "";
   identity["trainer_path"] = options_.trainer_path;
   identity["judge_digest"] = hex64(hash_text(options_.judge_identity));
   return identity;
@@ -212,7 +212,7 @@ CommitRun CommitJudge::measure_baseline(const std::string& good_commit) {
     if (!tree)
       throw UserError("the good commit does not build: " + last_build_failure_,
                       "--good " + good_commit, "--kind slow needs a good commit to measure");
-    result = run_recipe(good_commit, 0, *tree, "");  // the baseline must simply pass
+    result = run_recipe(good_commit, 0, *tree, std::nullopt);  // the baseline must simply pass
     release(good_commit);
     if (result.observation != bisect::Observation::Good || result.tokens_per_s <= 0)
       throw UserError("the good commit does not pass the recipe: " + result.detail,

@@ -14,6 +14,7 @@
 #include "bisect/observation.hpp"
 #include "harness/git_repo.hpp"
 #include "harness/trial.hpp"
+#include "probes/detectors/failure_kind.hpp"
 
 namespace faultline::store {
 class Store;
@@ -34,9 +35,10 @@ struct CommitJudgeOptions {
   // JudgeKind::Recipe
   std::string recipe;  // relative: inside the worktree when it exists there, else from the cwd
   std::vector<std::string> overrides;
-  int64_t steps = 0;         // 0: the recipe's whole run
-  int ranks = 0;             // 0: the recipe's dist.ranks
-  std::string failure_kind;  // "": any failure is bad; "slow": against the good commit's tokens/s
+  int64_t steps = 0;  // 0: the recipe's whole run
+  int ranks = 0;      // 0: the recipe's dist.ranks
+  // nullopt: any failure is bad; Slow: against the good commit's tokens/s
+  std::optional<detectors::FailureKind> failure_kind;
   std::string trainer_path = "build/src/trainer/faultline-train";  // inside the worktree
   RunnerOptions runner;        // supervision, thresholds, interrupt flag; trainer set per commit
   std::string judge_identity;  // thresholds and timeouts as text: part of every recipe verdict
@@ -90,9 +92,9 @@ class CommitJudge {
   nlohmann::json verdict_identity(const std::string& commit, int run, const std::string& role);
   std::optional<std::string> prepare(const std::string& commit);  // worktree path, or nullopt
   CommitRun run_test(const std::string& commit, int run, const std::string& tree);
-  // `kind`: the failure kind that makes the run bad ("": any).
+  // `kind`: the failure kind that makes the run bad (nullopt: any).
   CommitRun run_recipe(const std::string& commit, int run, const std::string& tree,
-                       const std::string& kind);
+                       std::optional<detectors::FailureKind> kind);
   std::string worktree_path(const std::string& commit) const;
   std::string log_path(const std::string& commit, const std::string& what) const;
   void release(const std::string& commit);

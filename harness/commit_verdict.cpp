@@ -21,13 +21,15 @@ namespace {
 
 // Failures that end a run early: a run with one of them says nothing about any other kind.
 bool ends_run(const detectors::Failure& failure) {
-  for (const char* kind : {"crash", "hang", "oom", "nonfinite", "data"})
+  using detectors::FailureKind;
+  for (FailureKind kind : {FailureKind::Crash, FailureKind::Hang, FailureKind::Oom,
+                           FailureKind::Nonfinite, FailureKind::Data})
     if (failure.kind == kind) return true;
   return false;
 }
 
 std::string describe(const detectors::Failure& failure) {
-  std::string text = failure.kind;
+  std::string text = to_string(failure.kind);
   if (failure.step >= 0) text += " at step " + std::to_string(failure.step);
   if (!failure.detail.empty()) text += ": " + failure.detail;
   return text;
@@ -40,8 +42,8 @@ std::string first_line(const std::string& text) {
 }
 
 // Pass/Fail/InfraError -> good/bad/skip; with a failure kind, only that kind is bad.
-void classify(const Outcome& outcome, const std::string& kind, std::optional<double> baseline,
-              double min_ratio, CommitRun& run) {
+void classify(const Outcome& outcome, std::optional<detectors::FailureKind> kind,
+              std::optional<double> baseline, double min_ratio, CommitRun& run) {
   if (outcome.verdict == Verdict::InfraError || outcome.verdict == Verdict::Skip) {
     run.observation = Observation::Skip;
     run.detail = std::string(to_string(outcome.verdict)) + ": " + first_line(outcome.infra_detail);
@@ -49,7 +51,7 @@ void classify(const Outcome& outcome, const std::string& kind, std::optional<dou
   }
   const detectors::Failure* hiding = nullptr;
   for (const auto& failure : outcome.failures) {
-    if (kind.empty() || failure.kind == kind) {
+    if (!kind || failure.kind == *kind) {
       run.observation = Observation::Bad;
       run.detail = "fail: " + describe(failure);
       return;
@@ -58,12 +60,12 @@ void classify(const Outcome& outcome, const std::string& kind, std::optional<dou
   }
   if (hiding) {
     run.observation = Observation::Skip;
-    run.detail = "cannot judge " + kind + ": " + describe(*hiding);
+    run.detail = std::string("cannot judge ") + to_string(*kind) + ": " + describe(*hiding);
     return;
   }
   run.observation = Observation::Good;
   run.detail = "pass";
-  if (kind == "slow" && baseline) {
+  if (kind == detectors::FailureKind::Slow && baseline) {
     if (auto slow = detectors::compare_throughput(*baseline, outcome.tokens_per_s, min_ratio)) {
       run.observation = Observation::Bad;
       run.detail = "fail: " + describe(*slow);
@@ -115,7 +117,7 @@ CommitRun CommitJudge::run_test(const std::string& commit, int run, const std::s
 }
 
 CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std::string& tree,
-                                  const std::string& kind) {
+                                  std::optional<detectors::FailureKind> kind) {
   CommitRun verdict;
   verdict.commit = commit;
   verdict.run = run;

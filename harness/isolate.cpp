@@ -2,14 +2,10 @@
 // is written to the store after every phase; the trials themselves are cached (trial_cache.hpp).
 #include "harness/isolate.hpp"
 
-#include <filesystem>
-#include <fstream>
-
 #include "common/error.hpp"
 #include "harness/isolate_phases.hpp"
 #include "harness/run_facts.hpp"
 #include "store/store.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness {
 
@@ -34,18 +30,6 @@ json steps_around(store::Store& store, int64_t run_id, int64_t step) {
   return rows;
 }
 
-// A stored run as a failing setup: its resolved config written back as a recipe.
-TrialSpec spec_from_run(const store::RunInfo& run, const std::string& work_dir) {
-  const auto dir = std::filesystem::path(work_dir) / "recipes";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / ("run-" + std::to_string(run.id) + ".toml");
-  std::ofstream(path) << "# the resolved config of stored run " << run.id << "\n" << run.config;
-  TrialSpec spec;
-  spec.config_path = path.string();
-  spec.ranks = run.ranks;
-  return spec;
-}
-
 }  // namespace
 
 json spec_to_json(const TrialSpec& spec) {
@@ -56,7 +40,8 @@ json spec_to_json(const TrialSpec& spec) {
           {"data_fraction", spec.data_fraction},
           {"resume", spec.resume},
           {"parent", spec.parent},
-          {"hosts", spec.hosts}};
+          {"hosts", spec.hosts},
+          {"repeat", spec.repeat}};
 }
 
 TrialSpec spec_from_json(const json& in) {
@@ -69,6 +54,7 @@ TrialSpec spec_from_json(const json& in) {
   spec.resume = in.value("resume", "");
   spec.parent = in.value("parent", "");
   spec.hosts = in.value("hosts", std::vector<std::string>{});
+  spec.repeat = in.value("repeat", 0);
   return spec;
 }
 
@@ -84,9 +70,11 @@ json to_json(const Finding& finding) {
   json scale;
   if (finding.min_scale)
     scale = {{"ranks", finding.min_scale->ranks},
+             {"from_step", finding.min_scale->from_step},
+             {"to_step", finding.min_scale->steps},
              {"steps", finding.min_scale->steps},
              {"data_fraction", finding.min_scale->data_fraction}};
-  return {{"kind", finding.kind},
+  return {{"kind", to_string(finding.kind)},
           {"step", finding.step > 0 ? json(finding.step) : json()},
           {"rank", finding.rank >= 0 ? json(finding.rank) : json()},
           {"ranks", finding.ranks},
@@ -101,6 +89,8 @@ json to_json(const Finding& finding) {
           {"trials", finding.trials},
           {"trials_reused", finding.trials_reused},
           {"steps_executed", finding.steps_executed},
+          {"rank_steps_executed", finding.rank_steps_executed},
+          {"skipped", finding.skipped},
           {"evidence_run", finding.evidence_run},
           {"evidence", finding.evidence}};
 }
@@ -113,23 +103,12 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   isolate::Context context(store_, cache_, options_, progress_, request.jobs);
   IsolateResult result;
   TrialSpec failing = request.failing;
-  std::optional<std::string> expected_kind;
+  std::optional<detectors::FailureKind> expected_kind;
+  std::optional<isolate::Evidence> evidence;
   if (request.from_run > 0) {
-    auto run = store_.get_run(request.from_run);
-    if (!run)
-      throw UserError("no run " + std::to_string(request.from_run) + " in the store", store_.path(),
-                      "`faultline runs` lists the stored runs");
-    auto failure = isolate::primary_failure([&] {
-      std::vector<detectors::Failure> failures;
-      for (const auto& f : run->failures) failures.push_back({f.kind, f.step, f.rank, f.detail});
-      return failures;
-    }());
-    if (run->verdict != "fail" || !failure)
-      throw UserError(
-          "run " + std::to_string(run->id) + " did not fail (verdict '" + run->verdict + "')",
-          "--run", "choose a failing run: `faultline runs` shows verdicts");
-    failing = spec_from_run(*run, options_.work_dir);
-    expected_kind = failure->kind;
+    evidence = isolate::load_evidence(context, request.from_run);
+    failing = evidence->spec;
+    expected_kind = evidence->failure.kind;
   }
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
@@ -138,13 +117,26 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     state["phase"] = phase;
     state["trials"] = context.trials;
     state["steps_executed"] = context.steps_executed;
+    state["rank_steps_executed"] = context.rank_steps_executed;
     store_.update_search(result.search_id, state.dump(), status);
   };
 
-  // 1. reproduce
+  // 1. reproduce: from the stored run's last checkpoint before the failure, else from step 0
   std::string why_not;
   Outcome ran;
-  auto reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
+  std::optional<isolate::Reproduction> reproduction;
+  if (evidence) reproduction = isolate::replay_evidence(context, *evidence, why_not);
+  if (evidence && !reproduction) context.skip("replayed from step 0: " + why_not);
+  if (!reproduction)
+    reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
+  else
+    ran = reproduction->outcome;
+  if (reproduction) {
+    if (auto noisy = isolate::confirm_timing(context, *reproduction)) {
+      why_not = *noisy;
+      reproduction.reset();
+    }
+  }
   if (!reproduction && !expected_kind && failing.ranks > 1 && ran.verdict == Verdict::Pass &&
       request.scope == IsolateScope::All) {
     // Nothing failed, but silent corruption fails no detector: do the ranks agree?
@@ -154,7 +146,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     why_not += "; its " + std::to_string(failing.ranks) +
                " ranks agree with a 1-rank replay of the same batches";
   }
-  if (!reproduction && expected_kind) {
+  if (!reproduction && expected_kind && !detectors::is_timing(*expected_kind)) {
     // The stored run failed; this one did not: identical runs vote on whether it is flaky.
     if (auto flaky = isolate::vote_on_reproduction(context, failing, *expected_kind)) {
       result.finding.kind = flaky->kind;
@@ -184,16 +176,19 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   finding.step = scaled.local_failure.step;
   // 2b. replays are only worth something if identical trials agree
   checkpoint("determinism", store::SearchStatus::Running);
-  if (auto differs = isolate::check_determinism(context, scaled)) {
+  if (auto differs = isolate::check_determinism(
+          context, scaled, reproduction->from && evidence ? evidence->run_id : 0)) {
     finding.kind = differs->kind;
     finding.step = differs->step;
     finding.rank = differs->rank;
-    finding.detail = differs->detail + "; the run failed with " + reproduction->failure.kind +
-                     " at step " + std::to_string(reproduction->failure.step) +
+    finding.detail = differs->detail + "; the run failed with " +
+                     to_string(reproduction->failure.kind) + " at step " +
+                     std::to_string(reproduction->failure.step) +
                      ", but a search over replays cannot be trusted";
   }
   // 3-4. steps, then inside the step
-  if (request.scope != IsolateScope::Config && finding.kind != "nondeterministic") {
+  if (request.scope != IsolateScope::Config &&
+      finding.kind != detectors::FailureKind::Nondeterministic) {
     checkpoint("steps", store::SearchStatus::Running);
     auto location = isolate::locate_step(context, scaled.local_spec, scaled.local_outcome,
                                          scaled.local_failure);
@@ -224,7 +219,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                       {"failure_step", repro_failure ? json(repro_failure->step) : json()},
                       {"host", host_facts(start_event(store_, scaled.repro_outcome.run_id))},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
-                      {"failing_run", reproduction->outcome.run_id}};
+                      {"failing_run", evidence ? evidence->run_id : reproduction->outcome.run_id}};
   return store_finding(context, result, state, checkpoint, {});
 }
 
@@ -233,18 +228,17 @@ IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateRes
                                            const isolate::RankLocation& location,
                                            const Outcome& failing_run) {
   Finding& finding = result.finding;
-  finding.kind = "rank_divergence";
+  finding.kind = detectors::FailureKind::RankDivergence;
   finding.step = location.step;
   finding.ranks = location.ranks;
   finding.rank = location.ranks.size() == 1 ? location.ranks[0] : -1;
   finding.host = location.host;
   finding.phase = "backward";
   finding.detail = location.detail;
-  finding.min_scale = Scale{location.replica_spec.ranks, location.step, 0};
-  finding.min_scale->data_fraction =
-      trainer::load_train_config(location.replica_spec.config_path,
-                                 trial_overrides(location.replica_spec))
-          .data.fraction;
+  finding.min_scale = Scale{};
+  finding.min_scale->ranks = location.replica_spec.ranks;
+  finding.min_scale->steps = location.step;
+  finding.min_scale->data_fraction = context.trainer.data_fraction(location.replica_spec);
   finding.repro = location.replica_spec;
   finding.evidence_run = location.replica_outcome.run_id;
   finding.evidence = location.evidence;
@@ -263,8 +257,10 @@ IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& 
   finding.trials = context.trials;
   finding.trials_reused = context.trials_reused;
   finding.steps_executed = context.steps_executed;
+  finding.rank_steps_executed = context.rank_steps_executed;
+  finding.skipped = context.skipped;
   store::FindingInfo info;
-  info.kind = finding.kind;
+  info.kind = to_string(finding.kind);
   info.fields_json = to_json(finding).dump();
   info.repro_json = json{{"spec", spec_to_json(finding.repro)},
                          {"argv", trainer_argv(finding.repro, options_.trainer)}}

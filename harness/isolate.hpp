@@ -33,7 +33,8 @@ struct IsolateRequest {
 
 struct Scale {
   int ranks = 1;
-  int64_t steps = 0;
+  int64_t from_step = 0;  // the checkpoint it starts from (0: step 0)
+  int64_t steps = 0;      // the last step it runs (to_step)
   double data_fraction = 1;
 };
 
@@ -44,7 +45,7 @@ struct ConfigChange {
 };
 
 struct Finding {
-  std::string kind;
+  detectors::FailureKind kind = detectors::FailureKind::Crash;
   int64_t step = -1;  // first bad step; -1: not localized to a step
   int rank = -1;
   std::vector<int> ranks;  // every rank to blame (rank_divergence: the odd ones out)
@@ -59,7 +60,8 @@ struct Finding {
   TrialSpec repro;           // the minimal reproduction
   int64_t evidence_run = 0;  // the stored run `repro` replays
   nlohmann::json evidence;   // metrics around the step, host facts
-  int64_t trials = 0, trials_reused = 0, steps_executed = 0;
+  int64_t trials = 0, trials_reused = 0, steps_executed = 0, rank_steps_executed = 0;
+  std::vector<std::string> skipped;  // axes not searched, and why
 };
 
 nlohmann::json to_json(const Finding& finding);  // the fields stored with a finding
@@ -83,7 +85,9 @@ struct IsolateResult {
 };
 
 // One progress line's content: the phase, trial k of about n, steps spent so far.
+enum class ProgressEvent { PhaseStarted, TrialDone, Skipped };
 struct Progress {
+  ProgressEvent event = ProgressEvent::TrialDone;
   std::string phase;
   int64_t trial = 0;
   int64_t expected_trials = 0;  // 0: unknown

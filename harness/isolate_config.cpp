@@ -63,20 +63,15 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
     TrialSpec spec = baseline;
     for (size_t index : changes)
       spec.overrides.push_back(differences[index].key + "=" + differences[index].failing);
-    if (accumulate > 1) {
-      const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
-      spec.overrides.push_back("train.grad_accum=" +
-                               std::to_string(config.train.grad_accum * accumulate));
-    }
+    if (accumulate > 1)
+      spec = context.trainer.accumulate(spec, scale.ranks,
+                                        context.trainer.grad_accum(spec) * accumulate);
     spec.ranks = scale.ranks;
     spec.data_fraction = scale.data_fraction;
     spec.stop_after = horizon;
     return spec;
   };
-  auto observe = [&](const Outcome& outcome) {
-    if (shows(outcome, failure.kind)) return bisect::Observation::Bad;
-    return outcome.verdict == Verdict::Pass ? bisect::Observation::Good : bisect::Observation::Skip;
-  };
+  auto observe = [&](const Outcome& outcome) { return judge(outcome, failure.kind); };
 
   context.begin_phase("config: baseline", 1);
   const Outcome base = context.run(trial({}));

@@ -1,8 +1,6 @@
 // What the isolate phases share: running trials through the cache with progress and counters,
 // judging outcomes against the failure under study, and finding a trial's checkpoints.
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
 #include <map>
 
 #include "harness/isolate_phases.hpp"
@@ -17,7 +15,7 @@ void Context::begin_phase(const std::string& phase, int64_t expected_trials) {
   phase_ = phase;
   phase_trials_ = 0;
   expected_ = expected_trials;
-  if (progress_) progress_({phase_, 0, expected_, steps_executed, "started"});
+  if (progress_) progress_({ProgressEvent::PhaseStarted, phase_, 0, expected_, steps_executed, ""});
 }
 
 std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse use) {
@@ -29,11 +27,13 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
       ++trials_reused;
     } else {
       steps_executed += result.outcome.steps_run;
+      rank_steps_executed += result.outcome.steps_run * result.outcome.ranks;
     }
     if (progress_) {
       std::string note = std::string(to_string(result.outcome.verdict)) +
                          (result.from_cache ? " (stored trial reused)" : "");
-      progress_({phase_, phase_trials_, std::max(expected_, phase_trials_), steps_executed, note});
+      progress_({ProgressEvent::TrialDone, phase_, phase_trials_,
+                 std::max(expected_, phase_trials_), steps_executed, note});
     }
     if (result.outcome.interrupted) throw Interrupted();
     outcomes.push_back(std::move(result.outcome));
@@ -41,68 +41,46 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
   return outcomes;
 }
 
-std::optional<detectors::Failure> failure_of(const Outcome& outcome, const std::string& kind) {
+std::optional<detectors::Failure> failure_of(const Outcome& outcome, detectors::FailureKind kind) {
   for (const auto& failure : outcome.failures)
     if (failure.kind == kind) return failure;
   return std::nullopt;
 }
 
-bool shows(const Outcome& outcome, const std::string& kind) {
+bool shows(const Outcome& outcome, detectors::FailureKind kind) {
   return outcome.verdict == Verdict::Fail && failure_of(outcome, kind).has_value();
 }
 
-namespace {
-// Lower is better localized: a step-exact signal beats a symptom seen later.
-int localization_rank(const std::string& kind) {
-  static const std::map<std::string, int> order = {
-      {"crash", 0},        {"oom", 0},        {"hang", 0},         {"nonfinite", 1},
-      {"data_anomaly", 1}, {"lr_anomaly", 2}, {"grad_explode", 3}, {"loss_spike", 4}};
-  auto it = order.find(kind);
-  return it == order.end() ? 9 : it->second;
+bisect::Observation judge(const Outcome& outcome, detectors::FailureKind kind) {
+  if (shows(outcome, kind)) return bisect::Observation::Bad;
+  if (outcome.verdict == Verdict::Pass) return bisect::Observation::Good;
+  return bisect::Observation::Skip;
 }
-}  // namespace
+
+void Context::skip(const std::string& why) {
+  skipped.push_back(why);
+  if (progress_)
+    progress_({ProgressEvent::Skipped, phase_, phase_trials_, expected_, steps_executed, why});
+}
 
 std::optional<detectors::Failure> primary_failure(const std::vector<detectors::Failure>& failures) {
   std::optional<detectors::Failure> best;
   auto key = [](const detectors::Failure& f) {
-    return std::make_pair(f.step < 0 ? INT64_MAX : f.step, localization_rank(f.kind));
+    return std::make_pair(f.step < 0 ? INT64_MAX : f.step, detectors::localization_rank(f.kind));
   };
   for (const auto& failure : failures)
     if (!best || key(failure) < key(*best)) best = failure;
   return best;
 }
 
-std::vector<int64_t> checkpoint_steps(const Outcome& outcome) {
+std::vector<contract::Checkpoint> checkpoints_of(Context& context, const Outcome& outcome) {
+  return contract::checkpoints(context.store, outcome.run_id);
+}
+
+std::vector<int64_t> steps_of(const std::vector<contract::Checkpoint>& checkpoints) {
   std::vector<int64_t> steps;
-  const std::filesystem::path dir = std::filesystem::path(outcome.out_dir) / "checkpoints";
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    long long step = 0;
-    const std::string name = entry.path().filename().string();
-    if (std::sscanf(name.c_str(), "step-%lld.ckpt", &step) == 1) steps.push_back(step);
-  }
-  std::sort(steps.begin(), steps.end());
+  for (const auto& checkpoint : checkpoints) steps.push_back(checkpoint.step);
   return steps;
-}
-
-std::string checkpoint_path(const Outcome& outcome, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(step));
-  return (std::filesystem::path(outcome.out_dir) / "checkpoints" / name).string();
-}
-
-TrialSpec with(TrialSpec spec, const std::vector<std::string>& overrides) {
-  spec.overrides.insert(spec.overrides.end(), overrides.begin(), overrides.end());
-  return spec;
-}
-
-std::string sample_list(const std::vector<uint64_t>& samples) {
-  std::string text;
-  for (uint64_t sample : samples) {
-    if (!text.empty()) text += ',';
-    text += std::to_string(sample);
-  }
-  return text;
 }
 
 }  // namespace faultline::harness::isolate

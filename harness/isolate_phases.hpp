@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "bisect/observation.hpp"
 #include "harness/isolate.hpp"
+#include "harness/trainer_contract.hpp"
 #include "probes/detectors/failure.hpp"
 
 namespace faultline::harness::isolate {
@@ -20,15 +22,22 @@ class Context {
   // Runs specs (up to `jobs` at a time), in order of the returned outcomes.
   std::vector<Outcome> run(const std::vector<TrialSpec>& specs, CacheUse use = CacheUse::Reuse);
   Outcome run(const TrialSpec& spec) { return run(std::vector<TrialSpec>{spec}).at(0); }
-  // Runs it again even when a stored result exists (votes over identical trials).
-  Outcome run_again(const TrialSpec& spec) {
-    return run(std::vector<TrialSpec>{spec}, CacheUse::Rerun).at(0);
+  // The k-th identical run of spec after the first (votes, determinism): cached as its own
+  // trial, so a resumed search does not run it again.
+  Outcome run_again(TrialSpec spec, int k) {
+    spec.repeat = k;
+    return run(spec);
   }
   int jobs() const { return jobs_; }
+  // An axis not searched, and why: shown as progress and kept with the finding.
+  void skip(const std::string& why);
+
+  std::vector<std::string> skipped;
 
   store::Store& store;
   const IsolateOptions& options;
-  int64_t trials = 0, trials_reused = 0, steps_executed = 0;
+  const contract::TrainerContract& trainer = contract::TrainerContract::bundled();
+  int64_t trials = 0, trials_reused = 0, steps_executed = 0, rank_steps_executed = 0;
 
  private:
   TrialCache& cache_;
@@ -39,30 +48,45 @@ class Context {
 };
 
 // A trial outcome judged against the failure being isolated.
-bool shows(const Outcome& outcome, const std::string& kind);
-std::optional<detectors::Failure> failure_of(const Outcome& outcome, const std::string& kind);
+bool shows(const Outcome& outcome, detectors::FailureKind kind);
+// The one judgement every search uses: Bad shows the failure, Good passed, Skip is anything
+// else (another failure, or it could not run: no evidence either way).
+bisect::Observation judge(const Outcome& outcome, detectors::FailureKind kind);
+std::optional<detectors::Failure> failure_of(const Outcome& outcome, detectors::FailureKind kind);
 // The failure to isolate: the earliest by step; ties go to the better-localized kind.
 std::optional<detectors::Failure> primary_failure(const std::vector<detectors::Failure>& failures);
 
-// Checkpoints a trial wrote, by step (ascending), and the path of one.
-std::vector<int64_t> checkpoint_steps(const Outcome& outcome);
-std::string checkpoint_path(const Outcome& outcome, int64_t step);
+// The checkpoints a trial's events name (the one it resumed from, those it wrote), by step.
+std::vector<contract::Checkpoint> checkpoints_of(Context& context, const Outcome& outcome);
+std::vector<int64_t> steps_of(const std::vector<contract::Checkpoint>& checkpoints);
 
-// Returns spec with extra overrides appended (later --set wins).
-TrialSpec with(TrialSpec spec, const std::vector<std::string>& overrides);
-
-// Global sample indices as probe.replay_samples spells them: "3,17,42".
-std::string sample_list(const std::vector<uint64_t>& samples);
-
-// 1. The failing setup, run with checkpoints.
+// 1. The failing setup, run with checkpoints: a replay from a stored run's checkpoint, or the
+// whole run from step 0.
 struct Reproduction {
   TrialSpec spec;
   Outcome outcome;
   detectors::Failure failure;
+  std::optional<contract::Checkpoint> from;  // the checkpoint it resumed from; nullopt: step 0
 };
+
+// 0. A stored failing run's own evidence: its failure (from the stored records), its setup and
+// the checkpoints its events name.
+struct Evidence {
+  int64_t run_id = 0;
+  TrialSpec spec;  // its resolved config, written back as a recipe, at its ranks
+  detectors::Failure failure;
+  std::vector<contract::Checkpoint> checkpoints;
+  int64_t steps = 0;  // the steps it ran
+};
+Evidence load_evidence(Context& context, int64_t run_id);
+// The failure replayed from the last checkpoint before it, to the step that shows it: on one
+// rank with N-fold accumulation first, then at the run's own ranks. nullopt (and why) when no
+// checkpoint precedes it or neither replay shows it; the caller then runs from step 0.
+std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,
+                                            std::string& why_not);
 // `ran` is the run either way (a multi-rank run that passed may still have diverging ranks).
 std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing,
-                                      std::optional<std::string> expected_kind,
+                                      std::optional<detectors::FailureKind> expected_kind,
                                       std::string& why_not, Outcome& ran);
 
 // 2. The smallest ranks × steps × data that still fails. `local` is the smallest-rank run at the
@@ -80,9 +104,15 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction);
 // 2b. Identical trials agree: a prefix of the minimal reproduction, run again, must be bitwise
 // the same (else a `nondeterministic` failure), and a stored failure that did not come back is
 // voted on over identical re-runs (a `nondeterministic` failure when they disagree).
-std::optional<detectors::Failure> check_determinism(Context& context, const ScaledDown& scaled);
+// `stored_run`: the stored run the reproduction replays (0: none); at the same ranks and on the
+// same machine facts its records are the first run to compare with, at no cost.
+std::optional<detectors::Failure> check_determinism(Context& context, const ScaledDown& scaled,
+                                                    int64_t stored_run);
+// A timing failure (straggler, data_stall, slow) counts only if most identical runs show it:
+// the reproduction is the first vote. Returns why not when they do not.
+std::optional<std::string> confirm_timing(Context& context, const Reproduction& reproduction);
 std::optional<detectors::Failure> vote_on_reproduction(Context& context, const TrialSpec& spec,
-                                                       const std::string& kind);
+                                                       detectors::FailureKind kind);
 
 // 3. The first bad step, and for a non-finite value its phase and module (full probes replayed
 // in the window before the step only).
@@ -101,7 +131,7 @@ struct SampleLocation {
   std::vector<std::string> shards;
 };
 SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, const Outcome& local,
-                              const StepLocation& location, const std::string& kind);
+                              const StepLocation& location, detectors::FailureKind kind);
 
 // 2c. Ranks that disagree (silent corruption): the first step whose update leaves a 1-rank
 // replay of the same global batches, then a replica check there (every rank fed the same batch,

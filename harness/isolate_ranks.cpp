@@ -53,24 +53,24 @@ class ReplicaCheck {
  public:
   ReplicaCheck(Context& context, const TrialSpec& spec, const trainer::TrainConfig& config,
                const Outcome& outcome, int64_t step)
-      : spec_(spec), step_(step) {
+      : context_(context), spec_(spec), step_(step) {
     trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
                                   samples_used(context.store, outcome.run_id),
                                   static_cast<uint64_t>(config.train.batch_size));
     // Rank 0's share of the step: one micro-batch every rank can hold.
     samples_ = trainer::BatchSampler::rank_slice(sampler.global_batch(step), 0, spec.ranks);
-    for (int64_t checkpoint : checkpoint_steps(outcome))
-      if (checkpoint < step) from_ = checkpoint;
-    if (from_ > 0) from_path_ = checkpoint_path(outcome, from_);
+    if (auto before = contract::last_before(checkpoints_of(context, outcome), step)) {
+      from_ = before->step;
+      from_path_ = before->path;
+    }
   }
 
   // Every rank fed the same batch, from the state before the step, on these hosts.
   TrialSpec replica(const std::vector<std::string>& hosts) const {
-    TrialSpec spec = with(spec_, replay_keys());
-    spec.overrides.push_back("probe.replay_ranks=all");
+    const auto& trainer = context_.trainer;
+    TrialSpec spec = trainer.replica(replay_spec());
     // The 1-rank replay needs the state of step - 1: written here when no checkpoint has it.
-    spec.overrides.push_back(std::string("train.checkpoint_every=") +
-                             (from_ == step_ - 1 ? "0" : "1"));
+    spec = trainer.checkpoint_every(spec, from_ == step_ - 1 ? 0 : 1);
     spec.resume = from_path_;
     spec.stop_after = step_;
     spec.hosts = hosts;
@@ -79,26 +79,33 @@ class ReplicaCheck {
 
   // The same batch on one rank (no host label: anywhere), from the same state.
   TrialSpec reference(const Outcome& replica) const {
-    TrialSpec spec = with(spec_, replay_keys());
-    spec.overrides.push_back("train.checkpoint_every=0");
+    TrialSpec spec = context_.trainer.checkpoint_every(replay_spec(), 0);
     spec.ranks = 1;
     spec.hosts.clear();
     spec.stop_after = step_;
-    spec.resume = step_ == 1           ? ""
-                  : from_ == step_ - 1 ? from_path_
-                                       : checkpoint_path(replica, step_ - 1);
+    spec.resume = step_ == 1 ? "" : from_ == step_ - 1 ? from_path_ : written_before_step(replica);
     return spec;
   }
 
   int64_t step() const { return step_; }
 
  private:
-  std::vector<std::string> replay_keys() const {
-    return {"probe.fingerprint_every=1", "probe.checkpoint_on_nonfinite=false",
-            "probe.replay_step=" + std::to_string(step_),
-            "probe.replay_samples=" + sample_list(samples_)};
+  TrialSpec replay_spec() const {
+    const auto& trainer = context_.trainer;
+    TrialSpec spec = trainer.fingerprints_every_step(spec_);
+    spec = trainer.checkpoint_on_halt(spec, false);
+    return trainer.replay(spec, step_, samples_);
   }
 
+  std::string written_before_step(const Outcome& replica) const {
+    auto written = contract::at_step(checkpoints_of(context_, replica), step_ - 1);
+    if (!written)
+      throw InfraError("the replica check wrote no checkpoint of step " +
+                       std::to_string(step_ - 1) + " (run " + std::to_string(replica.run_id) + ")");
+    return written->path;
+  }
+
+  Context& context_;
   const TrialSpec& spec_;
   int64_t step_;
   std::vector<uint64_t> samples_;
@@ -140,11 +147,8 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
 
   // 1. The first step whose update leaves the 1-rank replay of the same global batches.
   context.begin_phase("ranks: compare with 1 rank", 1);
-  TrialSpec single =
-      with(spec, {"train.grad_accum=" + std::to_string(config.train.grad_accum * world),
-                  "probe.fingerprint_every=1"});
-  single.ranks = 1;
-  single.hosts.clear();
+  TrialSpec single = context.trainer.fingerprints_every_step(
+      context.trainer.accumulate(spec, 1, config.train.grad_accum * world));
   single.stop_after = outcome.last_step;
   const Outcome alone = context.run(single);
   require_ran(alone, "the 1-rank replay");

@@ -29,32 +29,25 @@ Samples minus(const Samples& all, const Samples& removed) {
 class StepReplay {
  public:
   StepReplay(Context& context, const TrialSpec& local, const StepLocation& location,
-             std::string kind)
-      : context_(context), local_(local), location_(location), kind_(std::move(kind)) {}
+             detectors::FailureKind kind)
+      : context_(context), local_(local), location_(location), kind_(kind) {}
 
   // Bad: the subset alone shows the failure; Good: it trains cleanly; Skip: anything else.
   std::vector<bisect::Observation> judge(const std::vector<Samples>& subsets) {
     std::vector<TrialSpec> specs;
     for (const auto& subset : subsets) {
-      TrialSpec spec =
-          with(local_, {"train.checkpoint_every=0", "probe.checkpoint_on_nonfinite=false",
-                        "probe.replay_step=" + std::to_string(location_.step),
-                        "probe.replay_samples=" + sample_list(subset)});
+      const auto& trainer = context_.trainer;
+      TrialSpec spec = trainer.checkpoint_on_halt(trainer.checkpoint_every(local_, 0), false);
+      spec = trainer.replay(spec, location_.step, subset);
       spec.resume = location_.state_before;
-      spec.stop_after = location_.step;
-      specs.push_back(spec);
+      specs.push_back(trainer.prefix(spec, location_.step));
     }
     std::vector<bisect::Observation> observations;
     for (const auto& outcome : context_.run(specs)) {
       if (outcome.verdict == Verdict::InfraError)  // a replay that cannot run: nothing to learn
         throw InfraError("replaying step " + std::to_string(location_.step) + " failed (run " +
                          std::to_string(outcome.run_id) + "): " + outcome.infra_detail);
-      if (shows(outcome, kind_))
-        observations.push_back(bisect::Observation::Bad);
-      else if (outcome.verdict == Verdict::Pass)
-        observations.push_back(bisect::Observation::Good);
-      else
-        observations.push_back(bisect::Observation::Skip);
+      observations.push_back(isolate::judge(outcome, kind_));
     }
     return observations;
   }
@@ -63,7 +56,7 @@ class StepReplay {
   Context& context_;
   const TrialSpec& local_;
   const StepLocation& location_;
-  std::string kind_;
+  detectors::FailureKind kind_;
 };
 
 Samples ddmin_over(StepReplay& replay, const Samples& batch, int jobs) {
@@ -88,9 +81,9 @@ Samples ddmin_over(StepReplay& replay, const Samples& batch, int jobs) {
 }  // namespace
 
 SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, const Outcome& local,
-                              const StepLocation& location, const std::string& kind) {
+                              const StepLocation& location, detectors::FailureKind kind) {
   SampleLocation result;
-  if (kind != "nonfinite" || location.step <= 0) return result;
+  if (kind != detectors::FailureKind::Nonfinite || location.step <= 0) return result;
   if (location.step > 1 && location.state_before.empty()) return result;  // nothing to replay
   const auto config =
       trainer::load_train_config(local_spec.config_path, trial_overrides(local_spec));

@@ -16,10 +16,16 @@ namespace faultline::harness::isolate {
 
 namespace {
 
+using detectors::FailureKind;
+
+bool is_nonfinite(const AnomalyRecord& anomaly) {
+  return detectors::parse_failure_kind(anomaly.kind) == FailureKind::Nonfinite;
+}
+
 // The anomaly record of `step` that the full probes wrote, if any.
 std::optional<AnomalyRecord> full_probe_anomaly(store::Store& store, int64_t run_id, int64_t step) {
   for (const auto& anomaly : store.anomalies(run_id)) {
-    if (anomaly.step != step || anomaly.kind != "nonfinite") continue;
+    if (anomaly.step != step || !is_nonfinite(anomaly)) continue;
     auto record = nlohmann::json::parse(anomaly.json, nullptr, false);
     if (!record.is_discarded() && record.value("probe", "") == "full") return anomaly;
   }
@@ -28,7 +34,7 @@ std::optional<AnomalyRecord> full_probe_anomaly(store::Store& store, int64_t run
 
 std::optional<AnomalyRecord> any_anomaly(store::Store& store, int64_t run_id, int64_t step) {
   for (const auto& anomaly : store.anomalies(run_id))
-    if (anomaly.step == step && anomaly.kind == "nonfinite") return anomaly;
+    if (anomaly.step == step && is_nonfinite(anomaly)) return anomaly;
   return std::nullopt;
 }
 
@@ -41,15 +47,25 @@ void take(StepLocation& location, const AnomalyRecord& anomaly) {
 
 // Where a finite failure lives, from its kind: the detectors' own evidence says the rest.
 void locate_finite(StepLocation& location, const detectors::Failure& failure) {
-  if (failure.kind == "lr_anomaly") {
-    location.phase = "optimizer";
-    location.where = "lr";
-  } else if (failure.kind == "loss_spike" || failure.kind == "stalled") {
-    location.phase = "loss";
-  } else if (failure.kind == "grad_explode" || failure.kind == "grad_vanish") {
-    location.phase = "backward";
-  } else if (failure.kind == "data_anomaly" || failure.kind == "data_stall") {
-    location.phase = "data";
+  switch (failure.kind) {
+    case FailureKind::LrAnomaly:
+      location.phase = "optimizer";
+      location.where = "lr";
+      break;
+    case FailureKind::LossSpike:
+    case FailureKind::Stalled:
+      location.phase = "loss";
+      break;
+    case FailureKind::GradExplode:
+    case FailureKind::GradVanish:
+      location.phase = "backward";
+      break;
+    case FailureKind::Data:
+    case FailureKind::DataStall:
+      location.phase = "data";
+      break;
+    default:
+      break;
   }
   location.detail = failure.detail;
 }
@@ -61,23 +77,25 @@ namespace {
 // The last step before `step` whose record is finite on every rank: where the evidence says the
 // failure was still absent. With a record per step (the bundled trainer) it is step - 1; a
 // trainer that logs sparsely leaves a gap for the plan to search.
-int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step) {
+// A replay resumed from a checkpoint starts from a good state: that step counts as good.
+int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
+                        const std::vector<contract::Checkpoint>& checkpoints) {
   int64_t good = 0;
+  if (auto resumed = contract::last_before(checkpoints, step)) good = resumed->step;
   for (const auto& record : store.steps(run_id))
     if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
       good = std::max(good, record.step);
   return good;
 }
 
-// A replay of (from, stop] from the local run's checkpoint `from` (0: a fresh start), full
-// probes inside the window only.
-TrialSpec replay(const TrialSpec& local_spec, const Outcome& local, int64_t from, int64_t stop) {
-  TrialSpec window =
-      with(local_spec, {"probe.level=full", "probe.full_from_step=" + std::to_string(from + 1),
-                        "probe.checkpoint_on_nonfinite=true"});
-  window.resume = from > 0 ? checkpoint_path(local, from) : "";
-  window.stop_after = stop;
-  return window;
+// A replay of (from, stop] from the checkpoint of step `from` (0: a fresh start), full probes
+// inside the window only.
+TrialSpec replay(const contract::TrainerContract& trainer, const TrialSpec& local_spec,
+                 const std::vector<contract::Checkpoint>& checkpoints, int64_t from, int64_t stop) {
+  TrialSpec window = trainer.full_probes_from(local_spec, from + 1);
+  window = trainer.checkpoint_on_halt(window, true);
+  window = trainer.resume(window, contract::at_step(checkpoints, from));
+  return trainer.prefix(window, stop);
 }
 
 }  // namespace
@@ -90,7 +108,7 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     location.detail = failure.detail;
     return location;
   }
-  if (failure.kind != "nonfinite") {
+  if (failure.kind != FailureKind::Nonfinite) {
     if (auto anomaly = any_anomaly(context.store, local.run_id, failure.step))
       take(location, *anomaly);
     locate_finite(location, failure);
@@ -98,8 +116,9 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
   }
 
   // The first bad step: the plan bisects over checkpoints only where the evidence has a gap.
-  bisect::StepPlan plan({checkpoint_steps(local), failure.step,
-                         last_known_good(context.store, local.run_id, failure.step)});
+  const auto checkpoints = checkpoints_of(context, local);
+  bisect::StepPlan plan({steps_of(checkpoints), failure.step,
+                         last_known_good(context.store, local.run_id, failure.step, checkpoints)});
   context.begin_phase("steps: first bad step", 0);
   std::map<int64_t, int64_t> bad_runs;  // first bad step -> the replay that showed it
   while (!plan.done()) {
@@ -107,10 +126,11 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     if (trials.empty()) break;
     std::vector<TrialSpec> specs;
     for (const auto& trial : trials)
-      specs.push_back(replay(local_spec, local, trial.resume_from_checkpoint, trial.stop_after));
+      specs.push_back(replay(context.trainer, local_spec, checkpoints, trial.resume_from_checkpoint,
+                             trial.stop_after));
     auto outcomes = context.run(specs);
     for (size_t i = 0; i < trials.size(); ++i) {
-      auto shown = failure_of(outcomes[i], "nonfinite");
+      auto shown = failure_of(outcomes[i], FailureKind::Nonfinite);
       if (shown && shown->step > 0) {
         bad_runs[shown->step] = outcomes[i].run_id;
         plan.observe(trials[i], bisect::WindowOutcome::bad_at(shown->step));
@@ -127,11 +147,9 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
 
   // Inside the step: phase and module from the full probes. The state before the step is a
   // checkpoint the reproduction wrote (every N steps, and the last good one when it halted).
-  auto written = checkpoint_steps(local);
-  int64_t from = 0;
-  for (int64_t checkpoint : written)
-    if (checkpoint < step) from = checkpoint;
-  if (from == step - 1 && from > 0) location.state_before = checkpoint_path(local, from);
+  const auto before = contract::last_before(checkpoints, step);
+  const int64_t from = before ? before->step : 0;
+  if (from == step - 1 && before) location.state_before = before->path;
   if (auto anomaly = full_probe_anomaly(context.store, local.run_id, step)) {
     take(location, *anomaly);  // the run had the full probes on already
     return location;
@@ -141,8 +159,8 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     context.begin_phase("steps: replay " + std::to_string(from + 1) + ".." + std::to_string(step) +
                             " with full probes",
                         1);
-    Outcome window = context.run(replay(local_spec, local, from, step));
-    auto replayed = failure_of(window, "nonfinite");
+    Outcome window = context.run(replay(context.trainer, local_spec, checkpoints, from, step));
+    auto replayed = failure_of(window, FailureKind::Nonfinite);
     if (!replayed || replayed->step != step) {
       if (auto anomaly = any_anomaly(context.store, local.run_id, step)) take(location, *anomaly);
       location.detail += " (the full-probe replay of steps " + std::to_string(from + 1) + ".." +
@@ -151,10 +169,9 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
       return location;
     }
     shown_in = window.run_id;
-    auto replay_written = checkpoint_steps(window);
-    if (location.state_before.empty() &&
-        std::find(replay_written.begin(), replay_written.end(), step - 1) != replay_written.end())
-      location.state_before = checkpoint_path(window, step - 1);
+    if (auto written = contract::at_step(checkpoints_of(context, window), step - 1);
+        location.state_before.empty() && written)
+      location.state_before = written->path;
   }
   if (auto anomaly = full_probe_anomaly(context.store, shown_in, step)) {
     take(location, *anomaly);

@@ -51,12 +51,13 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   report.run_id = outcome.run_id;
   const auto& evidence = fields.at("evidence");
   const json expected_step = evidence.value("failure_step", json());
+  const auto kind = detectors::parse_failure_kind(finding.kind);
   for (const auto& failure : outcome.failures) {
-    if (failure.kind != finding.kind) continue;
+    if (failure.kind != kind) continue;
     report.failure_step = failure.step;
     report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
   }
-  if (finding.kind == "rank_divergence") {
+  if (kind == detectors::FailureKind::RankDivergence) {
     // No detector judges it: the same ranks must again disagree with the stored 1-rank reference.
     const int64_t step = expected_step.get<int64_t>();
     const FingerprintRecord* expected = nullptr;

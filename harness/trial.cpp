@@ -13,6 +13,7 @@
 
 #include "harness/ingest_sink.hpp"
 #include "harness/local_launcher.hpp"
+#include "harness/trainer_contract.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
 #include "trainer/launch_check.hpp"
@@ -28,9 +29,9 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
-// How the supervised run ended, as failures: crash, hang, oom. Trainer exit codes 3 and 4 are
-// the trainer reporting a failure the detectors judge from its records (nonfinite, data); exit 5
-// is its report of a failed allocation: `oom`, like a kill by the kernel's OOM killer. A run
+// How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
+// a data anomaly is the trainer reporting a failure the detectors judge from its records; its
+// report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
 // stopped at the total time limit never finished: a `hang` at the step the slowest rank was in.
 void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch,
                    std::vector<detectors::Failure>& failures, std::string& infra_detail,
@@ -40,7 +41,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
         result.last_step.empty()
             ? 1
             : *std::min_element(result.last_step.begin(), result.last_step.end()) + 1;
-    failures.push_back({"hang", step, -1,
+    failures.push_back({detectors::FailureKind::Hang, step, -1,
                         fmt::format("the total time limit of {} s was reached; the run was "
                                     "stopped in step {}",
                                     watch.total_timeout_s, step)});
@@ -60,34 +61,38 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
                std::to_string(result.hang->step) + ") that rank(s) " + waiting + " wait in; " +
                detail;
     }
-    failures.push_back({"hang", result.hang->step,
+    failures.push_back({detectors::FailureKind::Hang, result.hang->step,
                         result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1, detail});
   }
   if (!result.crash) return;
   const auto& crash = *result.crash;
-  if (crash.signal == 0 && (crash.exit_code == 3 || crash.exit_code == 4)) return;
-  if (crash.signal == 0 && (crash.exit_code == 2 || crash.exit_code == 127)) {
+  using contract::ExitMeaning;
+  const auto meaning = crash.signal == 0
+                           ? contract::TrainerContract::bundled().exit_meaning(crash.exit_code)
+                           : ExitMeaning::Failed;
+  if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
+  if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
     infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
                    std::to_string(crash.exit_code) +
                    " before training: " + log_tail(ranks.at(crash.rank).log_path);
     return;
   }
-  if (crash.signal == 0 && crash.exit_code == 5) {  // trainer::TrainExit::OutOfMemory
+  if (meaning == ExitMeaning::OutOfMemory) {
     failures.push_back(
-        {"oom", crash.step, crash.rank,
+        {detectors::FailureKind::Oom, crash.step, crash.rank,
          "rank " + std::to_string(crash.rank) + " ran out of memory (the trainer reported it)"});
     return;
   }
   if (crash.signal == SIGKILL) {
     failures.push_back(
-        {"oom", crash.step, crash.rank,
+        {detectors::FailureKind::Oom, crash.step, crash.rank,
          "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
     return;
   }
   std::string how = crash.signal ? "died of " + signal_name(crash.signal)
                                  : "exited with code " + std::to_string(crash.exit_code);
-  failures.push_back(
-      {"crash", crash.step, crash.rank, "rank " + std::to_string(crash.rank) + " " + how});
+  failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
+                      "rank " + std::to_string(crash.rank) + " " + how});
 }
 
 std::string iso_now() {
@@ -161,6 +166,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.owner_host = host;
   std::vector<std::string> argv = trainer_argv(spec, options_.trainer);
   Outcome outcome;
+  outcome.ranks = spec.ranks;
   // The run's directory is named after its id, and the argv names the directory: one
   // transaction, so no run is ever stored without the command line it ran.
   store_.in_transaction([&] {
@@ -243,7 +249,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   }
   info.ended_at = iso_now();
   for (const auto& failure : outcome.failures)
-    info.failures.push_back({failure.kind, failure.step, failure.rank, failure.detail});
+    info.failures.push_back({to_string(failure.kind), failure.step, failure.rank, failure.detail});
   info.malformed = outcome.malformed;
   store_.finish_run(outcome.run_id, info);
   return outcome;

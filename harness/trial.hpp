@@ -27,6 +27,7 @@ struct TrialSpec {
   // The host label of each rank (FAULTLINE_HOST), by rank; empty or short: the machine's own
   // name for the ranks not listed. On one machine labels stand for hosts (docs/ranks.md).
   std::vector<std::string> hosts;
+  int repeat = 0;  // > 0: the k-th identical run of this spec again (never changes its command)
 };
 
 enum class Verdict { Pass, Fail, Skip, InfraError };
@@ -44,6 +45,7 @@ struct Outcome {
   std::string out_dir;
   int64_t last_step = 0;
   int64_t steps_run = 0;  // trainer steps this trial executed (per rank)
+  int ranks = 1;          // its world size: steps_run × ranks is its cost in rank-steps
   std::optional<double> first_loss, last_loss;
   double tokens_per_s = 0;
   double wall_s = 0;

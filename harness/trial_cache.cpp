@@ -78,6 +78,9 @@ nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
                              {"judge_digest", hex64(hash_text(judge))}};
   // Which host each rank runs on decides a host-tied fault; absent keeps older identities.
   if (!spec.hosts.empty()) identity["hosts"] = spec.hosts;
+  // The k-th identical run of a spec (a vote, a determinism check) is a trial of its own, so a
+  // killed search resumes its votes too.
+  if (spec.repeat > 0) identity["repeat"] = spec.repeat;
   return identity;
 }
 
@@ -100,6 +103,7 @@ nlohmann::json to_json(const Outcome& outcome) {
           {"out_dir", outcome.out_dir},
           {"last_step", outcome.last_step},
           {"steps_run", outcome.steps_run},
+          {"ranks", outcome.ranks},
           {"first_loss", optional_number(outcome.first_loss)},
           {"last_loss", optional_number(outcome.last_loss)},
           {"tokens_per_s", outcome.tokens_per_s},
@@ -111,7 +115,7 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   Outcome outcome;
   outcome.verdict = verdict_from_string(json.at("verdict").get<std::string>());
   for (const auto& failure : json.at("failures"))
-    outcome.failures.push_back({failure.at("kind").get<std::string>(),
+    outcome.failures.push_back({failure.at("kind").get<detectors::FailureKind>(),
                                 failure.at("step").get<int64_t>(), failure.at("rank").get<int>(),
                                 failure.at("detail").get<std::string>(),
                                 failure.value("shown_by", int64_t{-1})});
@@ -120,6 +124,7 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   outcome.out_dir = json.at("out_dir").get<std::string>();
   outcome.last_step = json.at("last_step").get<int64_t>();
   outcome.steps_run = json.value("steps_run", int64_t{0});
+  outcome.ranks = json.value("ranks", 1);
   outcome.first_loss = read_optional(json, "first_loss");
   outcome.last_loss = read_optional(json, "last_loss");
   outcome.tokens_per_s = json.at("tokens_per_s").get<double>();

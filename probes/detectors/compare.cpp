@@ -38,7 +38,7 @@ std::optional<Failure> compare_throughput(double baseline, double run, double mi
     return std::nullopt;
   const double ratio = run / baseline;
   if (!(ratio < min_ratio)) return std::nullopt;
-  return Failure{"slow", -1, -1,
+  return Failure{FailureKind::Slow, -1, -1,
                  "throughput " + num(run) + " tokens/s is " + num(100 * ratio) +
                      "% of the baseline's " + num(baseline) + " tokens/s (limit " +
                      num(100 * min_ratio) + "%)"};
@@ -69,7 +69,7 @@ std::optional<Failure> compare_runs(const std::vector<StepRecord>& run_a,
     differences = std::move(found);
   }
   if (!first) return std::nullopt;
-  return Failure{"nondeterministic", first->first, first->second,
+  return Failure{FailureKind::Nondeterministic, first->first, first->second,
                  "runs of the same spec differ first at step " + std::to_string(first->first) +
                      " on rank " + std::to_string(first->second) + ": " + join(differences, "; ")};
 }

@@ -39,7 +39,7 @@ std::string describe(const AnomalyRecord& a) {
 }
 
 // nonfinite (from step records and anomaly records), data, and any other anomaly kind a
-// trainer declares, reported under its own name.
+// trainer declares, reported as `anomaly` with its name in the detail.
 class AnomalyDetector : public Detector {
  public:
   explicit AnomalyDetector(const Thresholds& t) : t_(t) {}
@@ -56,20 +56,23 @@ class AnomalyDetector : public Detector {
     if (bad.empty()) return;
     std::string evidence = join(bad, ", ");
     step_evidence_[{r.rank, r.step}] = evidence;
-    found_.offer({"nonfinite", r.step, r.rank, "step " + std::to_string(r.step) + ": " + evidence},
+    found_.offer({FailureKind::Nonfinite, r.step, r.rank,
+                  "step " + std::to_string(r.step) + ": " + evidence},
                  kStepRecordOnly);
   }
 
   void observe(const AnomalyRecord& a) override {
-    if (a.kind == "nonfinite") {
+    const auto kind = parse_failure_kind(a.kind);
+    if (kind == FailureKind::Nonfinite) {
       if (!t_.nonfinite.enabled) return;
       from_anomaly_.insert({a.rank, a.step});
-      found_.offer({"nonfinite", a.step, a.rank, describe(a)}, phase_priority(a.phase));
-    } else if (a.kind == "data") {
+      found_.offer({FailureKind::Nonfinite, a.step, a.rank, describe(a)}, phase_priority(a.phase));
+    } else if (kind == FailureKind::Data) {
       // The trainer's only data anomaly: a token id not below model.vocab_size.
-      if (t_.data.enabled) found_.offer({"data", a.step, a.rank, describe(a)});
+      if (t_.data.enabled) found_.offer({FailureKind::Data, a.step, a.rank, describe(a)});
     } else if (!a.kind.empty()) {
-      found_.offer({a.kind, a.step, a.rank, describe(a)});
+      // A kind of the trainer's own (or one of ours it should not write as an anomaly).
+      found_.offer({FailureKind::Anomaly, a.step, a.rank, "'" + a.kind + "': " + describe(a)});
     }
   }
 
@@ -78,7 +81,8 @@ class AnomalyDetector : public Detector {
       // An anomaly record names the site; the step record beside it adds the numbers.
       auto key = std::make_pair(failure.rank, failure.step);
       auto it = step_evidence_.find(key);
-      if (failure.kind == "nonfinite" && from_anomaly_.count(key) && it != step_evidence_.end())
+      if (failure.kind == FailureKind::Nonfinite && from_anomaly_.count(key) &&
+          it != step_evidence_.end())
         failure.detail += " (step record: " + it->second + ")";
       out.offer(std::move(failure));
     }
@@ -142,13 +146,13 @@ class GradNormDetector : public Detector {
     else
       s.below.reset();
     if (ex.enabled && s.above.length == ex.sustained_steps)
-      found_.offer({"grad_explode", s.above.start, r.rank,
+      found_.offer({FailureKind::GradExplode, s.above.start, r.rank,
                     "grad_norm above " + num(ex.max_norm) + " for " +
                         std::to_string(ex.sustained_steps) + " consecutive steps from step " +
                         std::to_string(s.above.start) + ": " + s.above.evidence(),
                     r.step});
     if (va.enabled && s.below.length == va.sustained_steps)
-      found_.offer({"grad_vanish", s.below.start, r.rank,
+      found_.offer({FailureKind::GradVanish, s.below.start, r.rank,
                     "grad_norm below " + num(va.min_norm) + " for " +
                         std::to_string(va.sustained_steps) + " consecutive steps from step " +
                         std::to_string(s.below.start) + ": " + s.below.evidence(),
@@ -181,14 +185,14 @@ class LossSpikeDetector : public Detector {
     if (s.seen >= t_.warmup_steps) {
       const double reference = median({s.recent.begin(), s.recent.end()});
       if (reference > 0 && r.loss >= t_.factor * reference)
-        found_.offer({"loss_spike", r.step, r.rank,
+        found_.offer({FailureKind::LossSpike, r.step, r.rank,
                       "loss " + num(r.loss) + " is " + num(r.loss / reference) + "x the median " +
                           num(reference) + " of the previous " + std::to_string(s.recent.size()) +
                           " finite losses (limit " + num(t_.factor) + "x)"});
     } else if (s.seen > 0 && s.first > 0 && r.loss >= t_.factor * s.first) {
       // Inside the warm-up the reference is the first loss: a run that blows up at once (a far
       // too high LR) would otherwise have raised its own median before it is judged.
-      found_.offer({"loss_spike", r.step, r.rank,
+      found_.offer({FailureKind::LossSpike, r.step, r.rank,
                     "loss " + num(r.loss) + " is " + num(r.loss / s.first) + "x the first loss " +
                         num(s.first) + " within the first " + std::to_string(t_.warmup_steps) +
                         " steps (limit " + num(t_.factor) + "x)"});
@@ -236,7 +240,7 @@ class StalledDetector : public Detector {
       const double end = mean({s.last.begin(), s.last.end()});
       const double needed = start - std::fabs(start) * t_.min_rel_drop;
       if (end < needed) continue;
-      out.offer({"stalled", s.last_step, rank,
+      out.offer({FailureKind::Stalled, s.last_step, rank,
                  "mean loss of the last " + std::to_string(t_.window) + " steps " + num(end) +
                      " is not below " + num(needed) + " (the first " + std::to_string(t_.window) +
                      " steps' mean " + num(start) + " less " + num(100 * t_.min_rel_drop) +

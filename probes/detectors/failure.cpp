@@ -15,7 +15,7 @@ int64_t step_order(int64_t step) {
 
 bool is_fatal(const Failure& failure) {
   // The trainer halts on both itself; the harness should not wait for the records to stop.
-  return failure.kind == "nonfinite" || failure.kind == "data";
+  return failure.kind == FailureKind::Nonfinite || failure.kind == FailureKind::Data;
 }
 
 void Findings::offer(Failure failure, int priority) {
@@ -27,7 +27,7 @@ void Findings::offer(Failure failure, int priority) {
     };
     if (!(key(failure, priority) < key(held, it->second.priority))) return;
   }
-  std::string kind = failure.kind;
+  const FailureKind kind = failure.kind;
   best_[kind] = Entry{std::move(failure), priority};
 }
 

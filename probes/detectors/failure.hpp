@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "probes/detectors/failure_kind.hpp"
+
 namespace faultline::detectors {
 
 struct Failure {
-  std::string kind;    // a failure kind of DESIGN.md: "nonfinite", "loss_spike", ...
+  FailureKind kind = FailureKind::Crash;
   int64_t step = -1;   // where it shows; -1: a property of the whole run (straggler, slow, ...)
   int rank = -1;       // the rank it was seen on; -1: not rank-specific
   std::string detail;  // the evidence, with its numbers
@@ -33,7 +35,7 @@ class Findings {
  public:
   void offer(Failure failure, int priority = 0);
   void merge(const Findings& other);
-  bool has(const std::string& kind) const { return best_.count(kind) > 0; }
+  bool has(FailureKind kind) const { return best_.count(kind) > 0; }
   // By step (whole-run failures last), then kind.
   std::vector<Failure> sorted() const;
 
@@ -42,7 +44,7 @@ class Findings {
     Failure failure;
     int priority = 0;
   };
-  std::map<std::string, Entry> best_;
+  std::map<FailureKind, Entry> best_;
 };
 
 }  // namespace faultline::detectors

@@ -31,7 +31,7 @@ class LrDetector : public Detector {
     ++s.records;
     if (s.records == 2 && s.first_lr > t_.jump_factor * lr && lr > 0) {
       // A spike on the very first step has no previous step to compare with; the next one shows it.
-      Failure f{"lr_anomaly", s.first_step, r.rank,
+      Failure f{FailureKind::LrAnomaly, s.first_step, r.rank,
                 "lr " + num(s.first_lr) + " at the first step " + std::to_string(s.first_step) +
                     " is " + num(s.first_lr / lr) + "x the next step's " + num(lr) + " (limit " +
                     num(t_.jump_factor) + "x)"};
@@ -57,7 +57,7 @@ class LrDetector : public Detector {
     if (increasing && !in_warmup) {
       s.growth.extend(r.step, lr);
       if (s.growth.length == t_.max_growth_steps + 1)
-        found_.offer({"lr_anomaly", s.growth.start, r.rank,
+        found_.offer({FailureKind::LrAnomaly, s.growth.start, r.rank,
                       "lr kept increasing after the warm-up for " +
                           std::to_string(s.growth.length) + " consecutive steps from step " +
                           std::to_string(s.growth.start) + " (" + num(s.growth.first) + " -> " +
@@ -69,7 +69,7 @@ class LrDetector : public Detector {
     if (lr == 0) {
       s.zero.extend(r.step, lr);
       if (s.zero.length == t_.zero_steps)
-        found_.offer({"lr_anomaly", s.zero.start, r.rank,
+        found_.offer({FailureKind::LrAnomaly, s.zero.start, r.rank,
                       "lr is 0 for " + std::to_string(s.zero.length) +
                           " consecutive steps from step " + std::to_string(s.zero.start)});
     } else {
@@ -105,7 +105,7 @@ class LrDetector : public Detector {
   };
 
   void offer(const StepRecord& r, std::string detail) {
-    found_.offer({"lr_anomaly", r.step, r.rank, std::move(detail)});
+    found_.offer({FailureKind::LrAnomaly, r.step, r.rank, std::move(detail)});
   }
 
   const Thresholds::LrAnomaly t_;

@@ -30,7 +30,7 @@ class MemoryDetector : public Detector {
     if (r.mem_total_bytes && *r.mem_total_bytes > 0) {
       const auto total = static_cast<double>(*r.mem_total_bytes);
       if (bytes > t_.max_fraction * total)
-        found_.offer({"memory", r.step, r.rank,
+        found_.offer({FailureKind::Memory, r.step, r.rank,
                       "mem_bytes " + mib(bytes) + " is " + pct(bytes / total) + " of " +
                           mib(total) + " (limit " + pct(t_.max_fraction) + ")"});
     }
@@ -45,7 +45,7 @@ class MemoryDetector : public Detector {
       if (fit.count() < t_.min_steps) continue;
       const double slope = fit.slope(), r2 = fit.r2();
       if (!(slope > t_.max_growth_mib_per_step * kMiB) || !(r2 >= t_.min_r2)) continue;
-      out.offer({"memory", static_cast<int64_t>(fit.first_x()), rank,
+      out.offer({FailureKind::Memory, static_cast<int64_t>(fit.first_x()), rank,
                  "mem_bytes grows " + num(slope / kMiB) + " MiB/step over steps " +
                      num(fit.first_x()) + ".." + num(fit.last_x()) + " (R^2 " + num(r2) + "; " +
                      mib(fit.first_y()) + " -> " + mib(fit.last_y()) + "; limit " +
@@ -94,7 +94,7 @@ class DataStallDetector : public Detector {
       }
     }
     if (worst < 0) return;
-    out.offer({"data_stall", -1, worst,
+    out.offer({FailureKind::DataStall, -1, worst,
                "rank " + std::to_string(worst) + " waits for data a median " + pct(worst_share) +
                    " of its step time outside the collective over " + std::to_string(worst_steps) +
                    " steps (limit " + pct(t_.max_share) + ")" + also_ranks(flagged, worst)});

@@ -82,7 +82,7 @@ class StragglerDetector : public Detector {
                                   " ms vs " + num(median(e.peer_wall)) + " ms"
                             : "median wall time " + num(median(e.own_wall)) + " ms vs " +
                                   num(median(e.peer_wall)) + " ms (no cpu_ms compared)";
-    out.offer({"straggler", -1, worst,
+    out.offer({FailureKind::Straggler, -1, worst,
                "rank " + std::to_string(worst) + "'s compute took longer than the other ranks' " +
                    "median in " + std::to_string(e.slower) + " of " + std::to_string(e.steps) +
                    " steps (by over " + num(1 / t_.min_score) + "x and " + num(t_.min_excess_ms) +

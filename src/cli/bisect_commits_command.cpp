@@ -3,6 +3,7 @@
 #include "cli/bisect_commits_command.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -27,15 +28,10 @@ struct CommitsArgs {
   RunContextOptions& context = shared_context();
   harness::CommitBisectRequest request;
   std::string test, recipe;
+  std::string kind;  // --kind, parsed into the judge's failure kind
   bool flaky = false;
   bool keep_worktrees = false;
 };
-
-const std::vector<std::string> kKinds = {
-    "nonfinite",  "loss_spike", "stalled", "grad_explode",    "grad_vanish",
-    "lr_anomaly", "memory",     "slow",    "straggler",       "data_stall",
-    "crash",      "hang",       "oom",     "rank_divergence", "nondeterministic",
-    "data"};
 
 std::string short_id(const std::string& commit) {
   return commit.substr(0, 12);
@@ -70,10 +66,13 @@ void complete_request(CommitsArgs& args) {
   if (args.test.empty() == args.recipe.empty())
     throw UserError(args.test.empty() ? "nothing to judge a commit by" : "both --test and --recipe",
                     "--test/--recipe", "give exactly one: a shell command or a trainer recipe");
-  if (!judge.failure_kind.empty() &&
-      std::find(kKinds.begin(), kKinds.end(), judge.failure_kind) == kKinds.end())
-    throw UserError("unknown failure kind '" + judge.failure_kind + "'", "--kind",
-                    "give one of DESIGN.md's kinds, e.g. loss_spike, nonfinite, slow");
+  if (!args.kind.empty()) {
+    judge.failure_kind = detectors::parse_failure_kind(args.kind);
+    if (!judge.failure_kind)
+      throw UserError(
+          "unknown failure kind '" + args.kind + "'", "--kind",
+          fmt::format("give one of {}", fmt::join(detectors::failure_kind_names(), ", ")));
+  }
   if (judge.build_timeout_s <= 0 || judge.test_timeout_s <= 0)
     throw UserError("timeouts must be positive", "--build-timeout/--test-timeout");
   request.search = args.flaky ? harness::CommitSearch::Flaky : harness::CommitSearch::Plain;
@@ -227,7 +226,7 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
   command->add_option("--ranks", judge.ranks, "ranks (default: the recipe's dist.ranks)")
       ->needs(recipe);
   command
-      ->add_option("--kind", judge.failure_kind,
+      ->add_option("--kind", args->kind,
                    "only this failure kind is bad (slow: against the good commit's tokens/s)")
       ->needs(recipe);
   auto* flaky = command->add_flag("--flaky", args->flaky,

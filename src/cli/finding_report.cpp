@@ -20,13 +20,16 @@ json finding_document(const store::FindingInfo& finding) {
   const json fields = json::parse(finding.fields_json);
   const json repro = json::parse(finding.repro_json);
   json doc = {{"finding_id", finding.id}};
-  for (const char* key : {"kind", "step", "rank", "host", "phase", "where", "samples", "shards",
-                          "config_culprit", "min_scale", "trials", "steps_executed"})
+  for (const char* key :
+       {"kind", "step", "rank", "host", "phase", "where", "samples", "shards", "config_culprit",
+        "min_scale", "trials", "steps_executed", "rank_steps_executed"})
     doc[key] = fields.value(key, json());
+  doc["skipped"] = fields.value("skipped", json::array());
   doc["ranks"] = fields.value("ranks", json::array());
   // The per-rank table of a rank finding (fingerprint verdicts and timings), when it has one.
   const json evidence = fields.value("evidence", json::object());
   if (evidence.contains("ranks")) doc["rank_evidence"] = evidence.at("ranks");
+  doc["failing_run"] = evidence.value("failing_run", json());
   doc["repro"] = repro.value("argv", json());
   doc["detail"] = fields.value("detail", json());
   doc["created_at"] = finding.created_at;
@@ -65,12 +68,17 @@ void print_finding(const store::FindingInfo& finding) {
       fmt::print("  config:   {} = {} (baseline {})\n", text_of(change["key"]),
                  text_of(change["failing"]), text_of(change["baseline"]));
   }
-  if (doc["min_scale"].is_object())
-    fmt::print("  smallest: {} rank(s) x {} steps x {:g} of the data\n",
-               text_of(doc["min_scale"]["ranks"]), text_of(doc["min_scale"]["steps"]),
-               doc["min_scale"]["data_fraction"].get<double>());
-  fmt::print("  cost:     {} trials, {} trainer steps\n", text_of(doc["trials"]),
-             text_of(doc["steps_executed"]));
+  if (doc["min_scale"].is_object()) {
+    const json& scale = doc["min_scale"];
+    fmt::print("  smallest: {} rank(s), steps {}..{}, {:g} of the data\n", text_of(scale["ranks"]),
+               scale.value("from_step", 0) + 1, text_of(scale["steps"]),
+               scale["data_fraction"].get<double>());
+  }
+  fmt::print("  cost:     {} trials, {} trainer steps ({} rank-steps)\n", text_of(doc["trials"]),
+             text_of(doc["steps_executed"]), text_of(doc["rank_steps_executed"]));
+  if (!doc["failing_run"].is_null())
+    fmt::print("  run:      from failing run {}\n", text_of(doc["failing_run"]));
+  for (const auto& why : doc["skipped"]) fmt::print("  note:     {}\n", text_of(why));
   std::string command;
   for (const auto& arg : doc["repro"]) command += (command.empty() ? "" : " ") + text_of(arg);
   fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, command);

@@ -85,9 +85,15 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
 }
 
 void print_progress(const harness::Progress& progress) {
-  if (progress.trial == 0) {
-    fmt::print(stderr, "faultline isolate: {} ...\n", progress.phase);
-    return;
+  switch (progress.event) {
+    case harness::ProgressEvent::PhaseStarted:
+      fmt::print(stderr, "faultline isolate: {} ...\n", progress.phase);
+      return;
+    case harness::ProgressEvent::Skipped:
+      fmt::print(stderr, "faultline isolate: {}\n", progress.note);
+      return;
+    case harness::ProgressEvent::TrialDone:
+      break;
   }
   fmt::print(stderr, "faultline isolate: {}: trial {} of ~{}: {}; {} trainer steps so far\n",
              progress.phase, progress.trial, progress.expected_trials, progress.note,

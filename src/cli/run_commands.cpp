@@ -78,7 +78,7 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
     fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s\n", *outcome.first_loss,
                *outcome.last_loss, outcome.tokens_per_s);
   for (const auto& f : outcome.failures)
-    fmt::print("  {} at step {} rank {}: {}\n", f.kind,
+    fmt::print("  {} at step {} rank {}: {}\n", to_string(f.kind),
                f.step < 0 ? std::string("-") : std::to_string(f.step),
                f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
   for (const auto& m : outcome.malformed)

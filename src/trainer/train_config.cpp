@@ -196,12 +196,15 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
            "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
 }
 
+// grad_accum and dist.ranks only split the global batch of a step (equal up to the order of
+// the additions): a checkpoint of an N-rank run resumes on one rank with N-fold accumulation.
 std::string trajectory_lines(const std::string& canonical) {
   static const std::vector<std::string> ignored_prefixes = {"probe.",
                                                             "fault.",
                                                             "train.stop_after ",
                                                             "train.log_every ",
                                                             "train.checkpoint_every ",
+                                                            "train.grad_accum ",
                                                             "dist.ranks ",
                                                             "dist.timeout_s "};
   std::string kept;

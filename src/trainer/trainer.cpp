@@ -121,7 +121,8 @@ int64_t Trainer::resume() {
                         meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
                     options_.resume_path,
                     "resume with the config it was written with; only probe.*, fault.*, "
-                    "train.stop_after, train.log_every and train.checkpoint_every may differ");
+                    "train.stop_after, train.log_every, train.checkpoint_every, "
+                    "train.grad_accum, dist.ranks and dist.timeout_s may differ");
   if (meta.blas != runtime_.blas_summary())
     std::fprintf(stderr,
                  "faultline-train: warning: checkpoint written with BLAS %s, running %s; "

@@ -160,7 +160,8 @@ void run_case(const Case& c, int ranks, int runs, const Options& options, Tally&
       if (step.cpu_ms) tally.cpu_ms = true;
     const bool planted_straggler = c.expected_kind == "straggler";
     for (const auto& f : judge_on_wall(steps))
-      if (f.kind == "straggler" && (!planted_straggler || f.rank != c.expected_rank))
+      if (f.kind == faultline::detectors::FailureKind::Straggler &&
+          (!planted_straggler || f.rank != c.expected_rank))
         ++tally.wall_straggler;
     for (int rank : former_rule(steps))
       if (!planted_straggler || rank != c.expected_rank) ++tally.old_straggler;

@@ -80,7 +80,7 @@ TEST(Trial, ARunStoppedAtTheTotalTimeLimitIsAHangNotAPass) {
   EXPECT_EQ(outcome.verdict, Verdict::Fail) << outcome.infra_detail;
   ASSERT_EQ(outcome.failures.size(), 1u);
   const auto& failure = outcome.failures[0];
-  EXPECT_EQ(failure.kind, "hang");
+  EXPECT_STREQ(to_string(failure.kind), "hang");
   EXPECT_EQ(failure.rank, -1);
   EXPECT_EQ(failure.step, outcome.last_step + 1);
   EXPECT_THAT(failure.detail, HasSubstr("the total time limit of 3 s was reached"));

@@ -8,8 +8,8 @@ namespace faultline::testing {
 
 Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s,
                   std::function<bool()> kill_when, TimingDetectors timing) {
-  static const std::vector<std::string> trainer_commands = {"train", "smoke", "isolate", "bisect",
-                                                            "repro"};
+  static const std::vector<std::string> trainer_commands = {"train",  "smoke", "isolate",
+                                                            "bisect", "repro", "import"};
   const bool runs_trainer = std::find(trainer_commands.begin(), trainer_commands.end(),
                                       args.front()) != trainer_commands.end();
   const bool names_detectors = std::find(args.begin(), args.end(), "--detectors") != args.end();

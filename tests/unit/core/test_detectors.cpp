@@ -189,7 +189,7 @@ TEST(Detectors, PlantedLrSpikeIsCaughtAtItsStep) {
       at(records, spike, rank).lr *= 1000;  // fault.lr_spike_step
     auto failures = judge(records);
     ASSERT_FALSE(failures.empty()) << "spike at " << spike;
-    EXPECT_EQ(failures[0].kind, "lr_anomaly");
+    EXPECT_STREQ(to_string(failures[0].kind), "lr_anomaly");
     EXPECT_EQ(failures[0].step, spike);
     EXPECT_EQ(failures[0].rank, 0);
     EXPECT_NE(failures[0].detail.find("(limit 10x)"), std::string::npos) << failures[0].detail;

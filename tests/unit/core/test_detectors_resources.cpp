@@ -42,7 +42,7 @@ TEST(DetectorsResources, MemoryOverItsLimitIsCaughtWhileStreaming) {
   // The jump to 97 % is also steep growth; one failure per kind keeps the earliest step.
   auto failures = judge.finish();
   ASSERT_GE(failures.size(), 1u);
-  EXPECT_EQ(failures[0].kind, "memory");
+  EXPECT_STREQ(to_string(failures[0].kind), "memory");
   EXPECT_EQ(failures[0].rank, 1);
   EXPECT_LE(failures[0].step, 70);
 }

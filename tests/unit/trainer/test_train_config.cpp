@@ -228,7 +228,8 @@ TEST(TrainConfig, HashIsStableAndIgnoresHowAValueWasGiven) {
 bool trajectory_neutral(const std::string& key) {
   return key.rfind("probe.", 0) == 0 || key.rfind("fault.", 0) == 0 || key == "train.stop_after" ||
          key == "train.log_every" || key == "train.checkpoint_every" || key == "dist.ranks" ||
-         key == "dist.timeout_s";  // how it is launched, not what it computes
+         key == "dist.timeout_s" ||  // how it is launched, not what it computes
+         key == "train.grad_accum";  // how a step's global batch is split
 }
 
 // A valid change of one key, with the partner keys it needs.
@@ -298,8 +299,9 @@ TEST(TrainConfig, EveryKeyChangesTheHashAndOnlyTrajectoryKeysTheTrajectoryHash) 
 
 TEST(TrainConfig, TrajectoryHashNamedCases) {
   const TrainConfig base = parse("");
-  for (const char* neutral : {"probe.level=full", "fault.nan_step=4", "train.stop_after=5",
-                              "train.log_every=1", "train.checkpoint_every=5"}) {
+  for (const char* neutral :
+       {"probe.level=full", "fault.nan_step=4", "train.stop_after=5", "train.log_every=1",
+        "train.checkpoint_every=5", "train.grad_accum=2"}) {
     std::vector<std::string> set = {neutral};
     if (std::string(neutral) == "fault.nan_step=4") set.push_back("fault.nan_layer=wte");
     TrainConfig c = parse("", set);

@@ -1,0 +1,47 @@
+// The failure kinds of DESIGN.md as one enum: parsed and printed here only, so a kind is never a
+// string compared in place. A trainer's own anomaly kinds are `anomaly`, the name in the detail.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace faultline::detectors {
+
+enum class FailureKind {
+  Nonfinite,
+  Data,  // a token id outside the vocabulary (the trainer's `data` anomaly)
+  LossSpike,
+  Stalled,
+  GradExplode,
+  GradVanish,
+  LrAnomaly,
+  Memory,
+  Slow,
+  Straggler,
+  DataStall,
+  RankDivergence,
+  Nondeterministic,
+  Crash,
+  Hang,
+  Oom,
+  Anomaly,  // an anomaly record of a kind this list does not have
+};
+
+const char* to_string(FailureKind kind);
+std::optional<FailureKind> parse_failure_kind(std::string_view name);
+// Every name, in the order above (for help texts and did-you-mean).
+std::vector<std::string> failure_kind_names();
+
+// Judged from timings: on a busy machine one run is not evidence enough (DESIGN.md).
+bool is_timing(FailureKind kind);
+// Lower is better localized: a step-exact signal beats a symptom seen later.
+int localization_rank(FailureKind kind);
+
+void to_json(nlohmann::json& json, FailureKind kind);
+void from_json(const nlohmann::json& json, FailureKind& kind);
+
+}  // namespace faultline::detectors

@@ -1,0 +1,163 @@
+// End-to-end: `isolate --run` starts from a stored or imported failing run's own checkpoints
+// and localizes the fault at the cost of one checkpoint interval, not a re-run from step 0;
+// `faultline import` stores a run faultline did not launch, and refuses broken directories.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/store.hpp"
+#include "support/cli.hpp"
+#include "trainer/sampler.hpp"
+
+using namespace faultline::testing;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
+constexpr int64_t kEvery = 50;  // checkpoint interval of the failing runs
+const std::vector<std::string> kLongRun = {"train.steps=400",
+                                           "train.checkpoint_every=" + std::to_string(kEvery)};
+
+std::vector<std::string> with_sets(std::vector<std::string> args,
+                                   const std::vector<std::string>& overrides) {
+  for (const auto& o : kLongRun) args.insert(args.end(), {"--set", o});
+  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  return args;
+}
+
+// A stored failing run of `faultline train`.
+int64_t stored_failing_run(const std::string& dir, const std::vector<std::string>& overrides) {
+  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--json"}, overrides), dir, 300);
+  EXPECT_EQ(train.result.exit_code, 1) << train.result.output;
+  return train.doc.value("run_id", int64_t{0});
+}
+
+// A plain faultline-train run (not launched by faultline) into `out`.
+void plain_run(const std::string& out, const std::vector<std::string>& overrides) {
+  auto run = run_process(
+      {with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out}, overrides), {}, 300});
+  ASSERT_EQ(run.exit_code, 3) << run.output;  // halted on the non-finite value
+}
+
+// The first step of a micro run whose batch holds `sample`, and a sample first drawn in
+// (from, to]: a poisoned sample there fails between two checkpoints.
+int64_t first_step_drawing(uint64_t sample) {
+  faultline::trainer::BatchSampler sampler(7, 1022, 8);  // micro.toml: seed 7, 1022 samples
+  for (int64_t step = 1;; ++step) {
+    auto batch = sampler.global_batch(step);
+    if (std::find(batch.begin(), batch.end(), sample) != batch.end()) return step;
+  }
+}
+uint64_t sample_first_drawn_in(int64_t from, int64_t to) {
+  faultline::trainer::BatchSampler sampler(7, 1022, 8);
+  for (int64_t step = to; step > from; --step)
+    for (uint64_t sample : sampler.global_batch(step))
+      if (first_step_drawing(sample) > from) return sample;
+  ADD_FAILURE() << "no sample first drawn in (" << from << ", " << to << "]";
+  return 0;
+}
+
+void expect_one_interval(const nlohmann::json& doc) {
+  // One replay of the interval, then at most 16 one-step replays of the failing step.
+  EXPECT_LE(doc.at("steps_executed").get<int64_t>(), kEvery + 16) << doc.dump();
+  EXPECT_GT(doc.at("steps_executed").get<int64_t>(), 0);
+}
+
+}  // namespace
+
+TEST(IsolateRun, NanBetweenCheckpointsOnTwoRanksIsReplayedOnOneRankFromTheLastCheckpoint) {
+  const std::string dir = make_temp_dir("isolate-run-nan");
+  const int64_t run = stored_failing_run(
+      dir, {"dist.ranks=2", "fault.nan_step=234", "fault.nan_layer=blocks.1.mlp"});
+  ASSERT_GT(run, 0);
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  const auto& doc = cli.doc;
+  EXPECT_EQ(doc.at("kind"), "nonfinite");
+  EXPECT_EQ(doc.at("step"), 234);
+  EXPECT_EQ(doc.at("phase"), "forward");
+  EXPECT_EQ(doc.at("where"), "blocks.1.mlp");
+  EXPECT_EQ(doc.at("min_scale").at("ranks"), 1);
+  EXPECT_EQ(doc.at("min_scale").at("from_step"), 200);
+  EXPECT_EQ(doc.at("min_scale").at("to_step"), 234);
+  EXPECT_EQ(doc.at("failing_run"), run);
+  expect_one_interval(doc);
+  EXPECT_THAT(cli.result.output, HasSubstr("replay steps 201..234 of run"));
+}
+
+TEST(IsolateRun, PoisonedSampleIsNamedFromTheStoredRunsCheckpoint) {
+  const std::string dir = make_temp_dir("isolate-run-poison");
+  const uint64_t poison = sample_first_drawn_in(100, 120);
+  const int64_t step = first_step_drawing(poison);
+  const int64_t run = stored_failing_run(dir, {"fault.poison_sample=" + std::to_string(poison)});
+  ASSERT_GT(run, 0);
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), step);
+  EXPECT_EQ(cli.doc.at("where"), "wte");
+  EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
+  EXPECT_EQ(cli.doc.at("shards"),
+            nlohmann::json::array({poison < 511 ? "synth-000" : "synth-001"}));
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  expect_one_interval(cli.doc);
+}
+
+TEST(IsolateRun, ARunWithoutACheckpointBeforeTheFailureIsRunFromStepZero) {
+  const std::string dir = make_temp_dir("isolate-run-early");
+  const int64_t run = stored_failing_run(dir, {"fault.nan_step=20", "fault.nan_layer=wte"});
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 20);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 0);
+  EXPECT_THAT(cli.doc.at("skipped").dump(), HasSubstr("replayed from step 0"));
+}
+
+TEST(IsolateRun, AnImportedPlainTrainerRunIsIsolatedFromItsCheckpoints) {
+  const std::string dir = make_temp_dir("isolate-import");
+  const std::string out = dir + "/plain-run";
+  plain_run(out, {"fault.nan_step=234", "fault.nan_layer=blocks.0.attn"});
+  auto imported = faultline_cli({"import", out, "--json"}, dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("verdict"), "fail");
+  EXPECT_EQ(imported.doc.at("checkpoints"), 4);  // steps 50, 100, 150 and 200
+  const int64_t run = imported.doc.at("run_id");
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 234);
+  EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 200);
+  expect_one_interval(cli.doc);
+}
+
+TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
+  const std::string dir = make_temp_dir("import-broken");
+  const std::string out = dir + "/plain-run";
+  plain_run(out, {"fault.nan_step=120", "fault.nan_layer=wte"});
+  const std::string metrics = out + "/metrics.rank0.jsonl";
+
+  const std::string truncated = dir + "/truncated";
+  fs::copy(out, truncated, fs::copy_options::recursive);
+  fs::resize_file(truncated + "/metrics.rank0.jsonl", fs::file_size(metrics) - 7);
+  auto cut = faultline_cli({"import", truncated}, dir);
+  EXPECT_EQ(cut.result.exit_code, 2) << cut.result.output;
+  EXPECT_THAT(cut.result.output, HasSubstr("metrics file is truncated"));
+  EXPECT_THAT(cut.result.output, HasSubstr(truncated + "/metrics.rank0.jsonl"));
+
+  fs::remove(out + "/checkpoints/step-00000100.ckpt");
+  auto missing = faultline_cli({"import", out}, dir);
+  EXPECT_EQ(missing.result.exit_code, 2) << missing.result.output;
+  EXPECT_THAT(missing.result.output, HasSubstr("the checkpoint of step 100"));
+  EXPECT_THAT(missing.result.output, HasSubstr("step-00000100.ckpt"));
+
+  auto no_dir = faultline_cli({"import", dir + "/nowhere"}, dir);
+  EXPECT_EQ(no_dir.result.exit_code, 2);
+  EXPECT_THAT(no_dir.result.output, HasSubstr("not a directory"));
+
+  if (fs::exists(dir + "/faultline.db")) {
+    EXPECT_TRUE(faultline::store::Store::open(dir + "/faultline.db").list_runs(-1).empty());
+  }
+}

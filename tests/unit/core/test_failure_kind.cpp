@@ -1,0 +1,46 @@
+// Tests for probes/detectors/failure_kind.cpp: every kind round-trips through its one name,
+// unknown names are refused, and the data kind ranks with nonfinite (it was once misspelled).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "probes/detectors/failure_kind.hpp"
+
+namespace faultline::detectors {
+namespace {
+
+TEST(FailureKind, EveryNameParsesBackToItsKindAndNamesAreUnique) {
+  const auto names = failure_kind_names();
+  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const auto& name : names) {
+    auto kind = parse_failure_kind(name);
+    ASSERT_TRUE(kind) << name;
+    EXPECT_EQ(to_string(*kind), name);
+  }
+}
+
+TEST(FailureKind, UnknownNamesAreRefused) {
+  EXPECT_FALSE(parse_failure_kind("data_anomaly"));
+  EXPECT_FALSE(parse_failure_kind("NONFINITE"));
+  EXPECT_FALSE(parse_failure_kind(""));
+  EXPECT_THROW(nlohmann::json("sloww").get<FailureKind>(), std::invalid_argument);
+}
+
+TEST(FailureKind, JsonUsesTheName) {
+  EXPECT_EQ(nlohmann::json(FailureKind::LossSpike), "loss_spike");
+  EXPECT_EQ(nlohmann::json("data").get<FailureKind>(), FailureKind::Data);
+}
+
+TEST(FailureKind, DataIsAsWellLocalizedAsNonfiniteAndTimingKindsAreTiming) {
+  EXPECT_EQ(localization_rank(FailureKind::Data), localization_rank(FailureKind::Nonfinite));
+  EXPECT_LT(localization_rank(FailureKind::Data), localization_rank(FailureKind::LossSpike));
+  for (auto kind : {FailureKind::Straggler, FailureKind::DataStall, FailureKind::Slow})
+    EXPECT_TRUE(is_timing(kind)) << to_string(kind);
+  EXPECT_FALSE(is_timing(FailureKind::Nonfinite));
+  EXPECT_FALSE(is_timing(FailureKind::Hang));
+}
+
+}  // namespace
+}  // namespace faultline::detectors

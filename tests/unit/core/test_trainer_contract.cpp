@@ -1,0 +1,88 @@
+// Tests for harness/trainer_contract.cpp: the bundled trainer's keys for each request, and
+// checkpoints known from a stored run's events (not from file names), missing files left out.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/trainer_contract.hpp"
+#include "store/store.hpp"
+#include "test_support.hpp"
+
+namespace faultline::harness::contract {
+namespace {
+using faultline::testing::ScratchDir;
+
+EventRecord event(const std::string& name, int64_t step, const std::string& path) {
+  EventRecord record;
+  record.name = name;
+  record.step = step;
+  const nlohmann::json fields = {{"type", "event"}, {"name", name}, {"step", step}, {"path", path}};
+  record.json = fields.dump();
+  return record;
+}
+
+TEST(TrainerContract, BundledTrainerIsAskedThroughItsKeys) {
+  const auto& trainer = TrainerContract::bundled();
+  TrialSpec spec;
+  spec.ranks = 4;
+  spec.hosts = {"a", "b", "c", "d"};
+  spec = trainer.accumulate(spec, 1, 8);
+  EXPECT_EQ(spec.ranks, 1);
+  EXPECT_TRUE(spec.hosts.empty());
+  spec = trainer.replay(trainer.full_probes_from(spec, 12), 13, {3, 17});
+  spec = trainer.prefix(trainer.resume(spec, Checkpoint{12, "/c/12.ckpt"}), 13);
+  EXPECT_EQ(spec.overrides, (std::vector<std::string>{
+                                "train.grad_accum=8", "probe.level=full", "probe.full_from_step=12",
+                                "probe.replay_step=13", "probe.replay_samples=3,17"}));
+  EXPECT_EQ(spec.resume, "/c/12.ckpt");
+  EXPECT_EQ(spec.stop_after, 13);
+  EXPECT_EQ(trainer.resume(spec, std::nullopt).resume, "");
+}
+
+TEST(TrainerContract, ExitCodesHaveOneMeaningEach) {
+  const auto& trainer = TrainerContract::bundled();
+  EXPECT_EQ(trainer.exit_meaning(0), ExitMeaning::Finished);
+  EXPECT_EQ(trainer.exit_meaning(2), ExitMeaning::BadUsage);
+  EXPECT_EQ(trainer.exit_meaning(3), ExitMeaning::HaltedNonfinite);
+  EXPECT_EQ(trainer.exit_meaning(4), ExitMeaning::HaltedData);
+  EXPECT_EQ(trainer.exit_meaning(5), ExitMeaning::OutOfMemory);
+  EXPECT_EQ(trainer.exit_meaning(127), ExitMeaning::NotRunnable);
+  EXPECT_EQ(trainer.exit_meaning(1), ExitMeaning::Failed);
+}
+
+TEST(TrainerContract, BundledTrainerDeclaresEverythingButCheaperData) {
+  const auto& trainer = TrainerContract::bundled();
+  EXPECT_TRUE(trainer.can(Capability::Resume));
+  EXPECT_TRUE(trainer.can(Capability::Accumulate));
+  EXPECT_FALSE(trainer.can(Capability::CheaperWithLessData));
+  EXPECT_EQ(trainer.skipped("scale: data", Capability::CheaperWithLessData),
+            "skipped scale: data: it needs the trainer capability 'cheaper_with_less_data', "
+            "which the trainer does not declare");
+}
+
+TEST(TrainerContract, CheckpointsComeFromEventsWhoseFilesExist) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(store::RunInfo{});
+  // Named unlike the bundled trainer's files: the events, not the names, say the step.
+  const std::string resumed = dir.file("base.pt"), later = dir.file("after-twenty.pt");
+  std::ofstream(resumed) << "x";
+  std::ofstream(later) << "x";
+  store.add_events(
+      run, {event("resume", 10, resumed), event("start", 11, ""), event("checkpoint", 20, later),
+            event("checkpoint", 30, dir.file("deleted.pt"))});
+  const auto found = checkpoints(store, run);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].step, 10);
+  EXPECT_EQ(found[0].path, resumed);
+  EXPECT_EQ(found[1].step, 20);
+  EXPECT_EQ(last_before(found, 20)->step, 10);
+  EXPECT_EQ(last_before(found, 21)->step, 20);
+  EXPECT_FALSE(last_before(found, 10));
+  EXPECT_EQ(at_step(found, 20)->path, later);
+  EXPECT_FALSE(at_step(found, 30));
+}
+
+}  // namespace
+}  // namespace faultline::harness::contract
