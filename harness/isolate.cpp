@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "harness/isolate_phases.hpp"
+#include "harness/repro.hpp"
 #include "harness/run_facts.hpp"
 #include "store/store.hpp"
 
@@ -92,6 +93,7 @@ json to_json(const Finding& finding) {
           {"rank_steps_executed", finding.rank_steps_executed},
           {"skipped", finding.skipped},
           {"evidence_run", finding.evidence_run},
+          {"tolerance", kReproTolerance},
           {"evidence", finding.evidence}};
 }
 

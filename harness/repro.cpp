@@ -4,9 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+
+#include "common/error.hpp"
+#include "trainer/train_config.hpp"
 
 #include "harness/isolate.hpp"
 #include "harness/rank_agreement.hpp"
@@ -33,17 +38,50 @@ bool records_equal(const StepRecord& a, const StepRecord& b) {
          same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
 }
 
+// The evidence run's resolved config as a recipe of its own.
+std::string write_stored_config(const store::RunInfo& run, int64_t finding_id,
+                                const std::string& work_dir) {
+  const auto dir = std::filesystem::path(work_dir) / "recipes";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("finding-F" + std::to_string(finding_id) + ".toml");
+  std::ofstream(path) << "# the resolved config of run " << run.id << ", the evidence of F"
+                      << finding_id << "\n"
+                      << run.config;
+  return path.string();
+}
+
+// "" when the recipe the finding names still resolves to the config its evidence run ran.
+std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash) {
+  if (!std::filesystem::exists(spec.config_path))
+    return "the recipe " + spec.config_path + " no longer exists";
+  try {
+    const auto now = trainer::load_train_config(spec.config_path, trial_overrides(spec));
+    if (now.hash == stored_hash) return "";
+    return "the recipe " + spec.config_path + " changed since the finding (config hash " +
+           stored_hash + ", now " + now.hash + ")";
+  } catch (const UserError& error) {
+    return "the recipe " + spec.config_path + " changed since the finding and no longer loads (" +
+           error.what() + ")";
+  }
+}
+
 }  // namespace
 
 ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
-                              const store::FindingInfo& finding) {
+                              const store::FindingInfo& finding, const ReproOptions& options) {
   const json repro = json::parse(finding.repro_json);
   const json fields = json::parse(finding.fields_json);
   TrialSpec spec = spec_from_json(repro.at("spec"));
   spec.parent = "repro:F" + std::to_string(finding.id);
   ReproReport report;
   report.evidence_run = fields.value("evidence_run", int64_t{0});
-  report.tolerance = kReproTolerance;
+  report.tolerance = options.tolerance.value_or(fields.value("tolerance", kReproTolerance));
+  // The finding stands alone: it replays the resolved config its evidence run ran, whatever
+  // became of the recipe file since.
+  if (auto evidence = store.get_run(report.evidence_run); evidence && !evidence->config.empty()) {
+    report.recipe_changed = recipe_change(spec, evidence->config_hash);
+    spec.config_path = write_stored_config(*evidence, finding.id, options.work_dir);
+  }
 
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
@@ -106,6 +144,12 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     if (a != b)
       report.differing_facts.push_back(std::string(key) + ": " + a.dump() + " -> " + b.dump());
   }
+  // Bits are promised on the same machine facts; where one differs, the stored tolerance holds.
+  report.verdict = !report.reproduced         ? ReproVerdict::NotReproduced
+                   : report.bitwise_identical ? ReproVerdict::Identical
+                   : !report.differing_facts.empty() && report.within_tolerance
+                       ? ReproVerdict::WithinTolerance
+                       : ReproVerdict::Differs;
   return report;
 }
 

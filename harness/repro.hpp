@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,19 @@ struct FindingInfo;
 
 namespace faultline::harness {
 
+// Identical: bit for bit. WithinTolerance: a fact that decides the bits differs and the loss stays
+// within the tolerance. Differs: the failure came back, the numbers did not. NotReproduced: the
+// failure did not come back.
+enum class ReproVerdict { Identical, WithinTolerance, Differs, NotReproduced };
+
+struct ReproOptions {
+  std::optional<double> tolerance;  // nullopt: the one stored with the finding
+  std::string work_dir;             // where the stored config is written as a recipe
+};
+
 struct ReproReport {
+  ReproVerdict verdict = ReproVerdict::NotReproduced;
+  std::string recipe_changed;      // "" or why the recipe file no longer gives the stored config
   bool reproduced = false;         // the same failure kind (at the same step, when it has one)
   bool bitwise_identical = false;  // every step record and fingerprint equal, bit for bit
   std::vector<std::string> differing_facts;  // "blas_kernel: Haswell -> SkylakeX"
@@ -33,6 +46,6 @@ struct ReproReport {
 constexpr double kReproTolerance = 1e-3;
 
 ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
-                              const store::FindingInfo& finding);
+                              const store::FindingInfo& finding, const ReproOptions& options);
 
 }  // namespace faultline::harness

@@ -110,7 +110,35 @@ store::FindingInfo load_finding(store::Store& store, const std::string& referenc
 struct ReproArgs {
   RunContextOptions& context = shared_context();
   std::string finding;
+  std::optional<double> tolerance;
 };
+
+ExitCode exit_for(harness::ReproVerdict verdict) {
+  switch (verdict) {
+    case harness::ReproVerdict::Identical:
+    case harness::ReproVerdict::WithinTolerance:
+      return ExitCode::Ok;
+    case harness::ReproVerdict::Differs:
+      return ExitCode::Failed;
+    case harness::ReproVerdict::NotReproduced:
+      return ExitCode::NotReproduced;
+  }
+  return ExitCode::Internal;
+}
+
+const char* to_string(harness::ReproVerdict verdict) {
+  switch (verdict) {
+    case harness::ReproVerdict::Identical:
+      return "identical";
+    case harness::ReproVerdict::WithinTolerance:
+      return "within_tolerance";
+    case harness::ReproVerdict::Differs:
+      return "differs";
+    case harness::ReproVerdict::NotReproduced:
+      return "not_reproduced";
+  }
+  return "?";
+}
 
 int run_repro(const ReproArgs& args) {
   auto store = open_store(args.context);
@@ -121,7 +149,7 @@ int run_repro(const ReproArgs& args) {
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
   harness::ReproReport report;
   try {
-    report = harness::reproduce_finding(store, cache, finding);
+    report = harness::reproduce_finding(store, cache, finding, {args.tolerance, options.work_dir});
   } catch (const harness::InfraError& error) {
     fmt::print(stderr, "faultline repro: infrastructure error: {}\n", error.what());
     return static_cast<int>(ExitCode::Infra);
@@ -129,6 +157,10 @@ int run_repro(const ReproArgs& args) {
   if (args.context.json) {
     fmt::print("{}\n",
                json{{"finding_id", finding.id},
+                    {"verdict", to_string(report.verdict)},
+                    {"recipe_changed",
+                     report.recipe_changed.empty() ? json() : json(report.recipe_changed)},
+                    {"tolerance", report.tolerance},
                     {"reproduced", report.reproduced},
                     {"bitwise_identical", report.bitwise_identical},
                     {"run_id", report.run_id},
@@ -139,6 +171,8 @@ int run_repro(const ReproArgs& args) {
                     {"within_tolerance", report.within_tolerance}}
                    .dump());
   } else {
+    if (!report.recipe_changed.empty())
+      fmt::print("  warning: {}; replayed the config the finding stored\n", report.recipe_changed);
     fmt::print("finding F{}: {} (run {} against evidence run {})\n", finding.id,
                report.reproduced ? "reproduced" : "NOT reproduced", report.run_id,
                report.evidence_run);
@@ -149,7 +183,9 @@ int run_repro(const ReproArgs& args) {
                  report.max_rel_loss_diff, report.within_tolerance ? "within" : "beyond",
                  report.tolerance);
   }
-  return static_cast<int>(report.reproduced ? ExitCode::Ok : ExitCode::NotReproduced);
+  if (!report.recipe_changed.empty() && args.context.json)
+    fmt::print(stderr, "faultline repro: warning: {}\n", report.recipe_changed);
+  return static_cast<int>(exit_for(report.verdict));
 }
 
 }  // namespace
@@ -178,6 +214,11 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
   auto repro_args = std::make_shared<ReproArgs>();
   auto* repro = app.add_subcommand("repro", "re-run a finding's minimal reproduction and compare");
   repro->add_option("FINDING", repro_args->finding, "finding id, e.g. F3")->required();
+  repro
+      ->add_option("--tolerance", repro_args->tolerance,
+                   "relative loss difference accepted where a machine fact differs (default: "
+                   "the finding's own)")
+      ->check(CLI::NonNegativeNumber);
   add_context_options(*repro);
   repro->callback([repro_args, &exit_code] { exit_code = run_repro(*repro_args); });
 }

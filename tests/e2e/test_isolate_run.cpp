@@ -161,3 +161,35 @@ TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
     EXPECT_TRUE(faultline::store::Store::open(dir + "/faultline.db").list_runs(-1).empty());
   }
 }
+
+TEST(IsolateRun, ReproAfterTheRecipeWasEditedReplaysTheStoredConfigBitwiseAndSaysSo) {
+  const std::string dir = make_temp_dir("repro-edited");
+  const std::string recipe = dir + "/micro.toml";
+  fs::copy_file(kMicro, recipe);
+  auto found = faultline_cli({"isolate", "-c", recipe, "--json", "--set", "fault.nan_step=9",
+                              "--set", "fault.nan_layer=blocks.0.attn"},
+                             dir, 300);
+  ASSERT_EQ(found.result.exit_code, 0) << found.result.output;
+  const std::string id = "F" + std::to_string(found.doc.at("finding_id").get<int64_t>());
+  {
+    std::ofstream edit(recipe, std::ios::app);
+    edit << "\n[model]\n";  // a second [model] table: the recipe no longer even loads
+  }
+  auto broken = faultline_cli({"repro", id, "--json"}, dir);
+  ASSERT_EQ(broken.result.exit_code, 0) << broken.result.output;
+  EXPECT_EQ(broken.doc.at("verdict"), "identical");
+  EXPECT_THAT(broken.doc.at("recipe_changed").get<std::string>(), HasSubstr("no longer loads"));
+
+  {
+    std::ifstream in(kMicro);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("lr = 1e-2");
+    ASSERT_NE(at, std::string::npos);
+    // A valid recipe that trains differently.
+    std::ofstream(recipe) << text.substr(0, at) << "lr = 3e-2" << text.substr(at + 9);
+  }
+  auto edited = faultline_cli({"repro", id}, dir);
+  ASSERT_EQ(edited.result.exit_code, 0) << edited.result.output;
+  EXPECT_THAT(edited.result.output, HasSubstr("changed since the finding"));
+  EXPECT_THAT(edited.result.output, HasSubstr("bitwise identical: yes"));
+}
