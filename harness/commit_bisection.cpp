@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "bisect/drive.hpp"
 #include "common/error.hpp"
 #include "harness/isolate.hpp"
 #include "harness/trial_cache.hpp"
@@ -191,16 +192,19 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
     if (request.judge.kind == JudgeKind::Recipe &&
         request.judge.failure_kind == detectors::FailureKind::Slow)
       record(judge.measure_baseline(report.good_commit));
-    while (!search->done()) {
-      const auto proposals = search->next(static_cast<std::size_t>(request.jobs));
-      if (proposals.empty()) break;  // nothing testable is left: report what is known
-      for (const auto& commit : proposals) {
-        const CommitRun run = judge.judge(commit, runs_of[commit]++);
-        record(run);
-        search->observe(commit, run.observation);
-        store.update_search(report.search_id, state(), store::SearchStatus::Running);
-      }
-    }
+    // Nothing testable left ends it too: the report says what is known.
+    bisect::drive(
+        *search, static_cast<std::size_t>(request.jobs),
+        [&](const std::vector<std::string>& proposals) {
+          std::vector<bisect::Observation> observed;
+          for (const auto& commit : proposals) {
+            const CommitRun run = judge.judge(commit, runs_of[commit]++);
+            record(run);
+            observed.push_back(run.observation);
+          }
+          return observed;
+        },
+        [&] { store.update_search(report.search_id, state(), store::SearchStatus::Running); });
   } catch (const BisectAborted&) {
     store.update_search(report.search_id, state(), store::SearchStatus::Failed);
     throw;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "harness/isolate_phases.hpp"
@@ -83,25 +84,27 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
   context.begin_phase("config: ddmin over " + std::to_string(differences.size()) + " keys",
                       static_cast<int64_t>(2 * differences.size()));
   bisect::Ddmin search(differences.size());
-  while (!search.done()) {
-    auto proposals = search.next(static_cast<size_t>(std::max(1, context.jobs())));
-    if (proposals.empty()) break;
-    std::vector<bisect::Subset> runnable;
-    std::vector<TrialSpec> specs;
-    for (const auto& subset : proposals) {
-      try {
-        TrialSpec spec = trial(subset);
-        trainer::load_train_config(spec.config_path, trial_overrides(spec));
-        specs.push_back(spec);
-        runnable.push_back(subset);
-      } catch (const UserError&) {
-        // Some keys only make sense together (n_embd with n_head): this mix is no recipe.
-        search.observe(subset, bisect::Observation::Skip);
-      }
-    }
-    auto outcomes = context.run(specs);
-    for (size_t i = 0; i < runnable.size(); ++i) search.observe(runnable[i], observe(outcomes[i]));
-  }
+  bisect::drive(search, static_cast<size_t>(std::max(1, context.jobs())),
+                [&](const std::vector<bisect::Subset>& proposals) {
+                  std::vector<bisect::Observation> observed(proposals.size(),
+                                                            bisect::Observation::Skip);
+                  std::vector<size_t> runnable;
+                  std::vector<TrialSpec> specs;
+                  for (size_t i = 0; i < proposals.size(); ++i) {
+                    try {
+                      TrialSpec spec = trial(proposals[i]);
+                      trainer::load_train_config(spec.config_path, trial_overrides(spec));
+                      specs.push_back(spec);
+                      runnable.push_back(i);
+                    } catch (const UserError&) {
+                      // Some keys only make sense together (n_embd with n_head): no recipe.
+                    }
+                  }
+                  auto outcomes = context.run(specs);
+                  for (size_t i = 0; i < runnable.size(); ++i)
+                    observed[runnable[i]] = observe(outcomes[i]);
+                  return observed;
+                });
   std::vector<ConfigChange> culprit;
   for (size_t index : search.failing_subset()) culprit.push_back(differences[index]);
   return culprit;

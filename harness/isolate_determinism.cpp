@@ -5,6 +5,7 @@
 // own, or no finding at all.
 #include <algorithm>
 
+#include "bisect/drive.hpp"
 #include "bisect/vote.hpp"
 #include "harness/isolate_phases.hpp"
 #include "harness/run_facts.hpp"
@@ -76,15 +77,15 @@ std::optional<detectors::Failure> vote_on_reproduction(Context& context, const T
   bisect::Vote vote({5, 0, bisect::StopRule::WhenDecided});
   context.begin_phase("reproduce: vote over identical runs", 5);
   int64_t failing_run = 0;
-  while (!vote.done()) {
-    auto runs = vote.next(1);
-    if (runs.empty()) break;
+  bisect::drive(vote, 1, [&](const std::vector<size_t>& runs) {
+    std::vector<bisect::Observation> observed;
     for (size_t run : runs) {
       Outcome outcome = context.run_again(spec, static_cast<int>(run) + 1);
       if (shows(outcome, kind)) failing_run = outcome.run_id;
-      vote.observe(run, judge(outcome, kind));
+      observed.push_back(judge(outcome, kind));
     }
-  }
+    return observed;
+  });
   const auto result = vote.result();
   if (result.consistency != bisect::Consistency::Inconsistent) return std::nullopt;
   return detectors::Failure{detectors::FailureKind::Nondeterministic, -1, -1,
@@ -103,12 +104,12 @@ std::optional<std::string> confirm_timing(Context& context, const Reproduction& 
                       2);
   (void)vote.next(1);
   vote.observe(0, bisect::Observation::Bad);
-  while (!vote.done()) {
-    auto runs = vote.next(1);
-    if (runs.empty()) break;
+  bisect::drive(vote, 1, [&](const std::vector<size_t>& runs) {
+    std::vector<bisect::Observation> observed;
     for (size_t run : runs)
-      vote.observe(run, judge(context.run_again(reproduction.spec, static_cast<int>(run)), kind));
-  }
+      observed.push_back(judge(context.run_again(reproduction.spec, static_cast<int>(run)), kind));
+    return observed;
+  });
   const auto result = vote.result();
   if (result.verdict == bisect::Observation::Bad) return std::nullopt;
   return std::string(to_string(kind)) + " showed in " + std::to_string(result.bad) + " of " +

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
 #include "harness/isolate_phases.hpp"
 #include "harness/rank_agreement.hpp"
 #include "harness/run_facts.hpp"
@@ -200,17 +201,17 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
       host_note = "; it stays with the rank on spare hosts too: not a host fault";
     } else {
       bisect::Ddmin search(static_cast<size_t>(world));
-      while (!search.done()) {
-        auto proposals = search.next(1);
-        if (proposals.empty()) break;
+      bisect::drive(search, 1, [&](const std::vector<bisect::Subset>& proposals) {
+        std::vector<bisect::Observation> observed;
         for (const auto& subset : proposals) {
           std::vector<size_t> kept(subset.begin(), subset.end());
           auto labels = hosts_keeping(failing_hosts, spares, kept);
-          search.observe(subset, !labels              ? bisect::Observation::Skip
-                                 : disagrees(*labels) ? bisect::Observation::Bad
-                                                      : bisect::Observation::Good);
+          observed.push_back(!labels              ? bisect::Observation::Skip
+                             : disagrees(*labels) ? bisect::Observation::Bad
+                                                  : bisect::Observation::Good);
         }
-      }
+        return observed;
+      });
       std::string found;
       for (size_t rank : search.failing_subset())
         found += (found.empty() ? "" : ",") + failing_hosts[rank];

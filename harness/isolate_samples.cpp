@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
 #include "harness/isolate_phases.hpp"
 #include "harness/run_facts.hpp"
 #include "store/store.hpp"
@@ -61,18 +62,16 @@ class StepReplay {
 
 Samples ddmin_over(StepReplay& replay, const Samples& batch, int jobs) {
   bisect::Ddmin search(batch.size());
-  while (!search.done()) {
-    auto proposals = search.next(static_cast<size_t>(std::max(1, jobs)));
-    if (proposals.empty()) break;
-    std::vector<Samples> subsets;
-    for (const auto& subset : proposals) {
-      Samples samples;
-      for (size_t index : subset) samples.push_back(batch[index]);
-      subsets.push_back(samples);
-    }
-    auto observations = replay.judge(subsets);
-    for (size_t i = 0; i < proposals.size(); ++i) search.observe(proposals[i], observations[i]);
-  }
+  bisect::drive(search, static_cast<size_t>(std::max(1, jobs)),
+                [&](const std::vector<bisect::Subset>& proposals) {
+                  std::vector<Samples> subsets;
+                  for (const auto& subset : proposals) {
+                    Samples samples;
+                    for (size_t index : subset) samples.push_back(batch[index]);
+                    subsets.push_back(samples);
+                  }
+                  return replay.judge(subsets);
+                });
   Samples found;
   for (size_t index : search.failing_subset()) found.push_back(batch[index]);
   return found;

@@ -4,6 +4,7 @@
 // cheaper, a first-bad search over fractions — the golden rule run backwards.
 #include <cmath>
 
+#include "bisect/drive.hpp"
 #include "bisect/first_bad.hpp"
 #include "harness/isolate_phases.hpp"
 
@@ -66,14 +67,15 @@ void scale_data(Context& context, ScaledDown& result, int64_t stop) {
     seen[0] = context.run(data_trial(0));
     if (judge(seen[0], kind) == bisect::Observation::Bad) search = bisect::FirstBad(1);
   }
-  while (!search.done() && search.candidate_count() > 1) {
-    auto points = search.next(1);
-    if (points.empty()) break;
-    for (size_t point : points) {
-      if (!seen.count(point)) seen[point] = context.run(data_trial(point));
-      search.observe(point, judge(seen.at(point), kind));
-    }
-  }
+  if (search.candidate_count() > 1)
+    bisect::drive(search, 1, [&](const std::vector<size_t>& points) {
+      std::vector<bisect::Observation> observed;
+      for (size_t point : points) {
+        if (!seen.count(point)) seen[point] = context.run(data_trial(point));
+        observed.push_back(judge(seen.at(point), kind));
+      }
+      return observed;
+    });
   const size_t chosen =
       search.candidate_count() == 1 ? 0 : search.result().first_bad.value_or(fractions.size() - 1);
   if (chosen + 1 < fractions.size() && seen.count(chosen)) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "bisect/drive.hpp"
 #include "bisect/step_plan.hpp"
 
 #include "harness/isolate_phases.hpp"
@@ -121,26 +122,27 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
                          last_known_good(context.store, local.run_id, failure.step, checkpoints)});
   context.begin_phase("steps: first bad step", 0);
   std::map<int64_t, int64_t> bad_runs;  // first bad step -> the replay that showed it
-  while (!plan.done()) {
-    auto trials = plan.next(static_cast<size_t>(std::max(1, context.jobs())));
-    if (trials.empty()) break;
-    std::vector<TrialSpec> specs;
-    for (const auto& trial : trials)
-      specs.push_back(replay(context.trainer, local_spec, checkpoints, trial.resume_from_checkpoint,
-                             trial.stop_after));
-    auto outcomes = context.run(specs);
-    for (size_t i = 0; i < trials.size(); ++i) {
-      auto shown = failure_of(outcomes[i], FailureKind::Nonfinite);
-      if (shown && shown->step > 0) {
-        bad_runs[shown->step] = outcomes[i].run_id;
-        plan.observe(trials[i], bisect::WindowOutcome::bad_at(shown->step));
-      } else {
-        plan.observe(trials[i], outcomes[i].verdict == Verdict::Pass
-                                    ? bisect::WindowOutcome::clean()
-                                    : bisect::WindowOutcome::unusable());
-      }
-    }
-  }
+  bisect::drive(plan, static_cast<size_t>(std::max(1, context.jobs())),
+                [&](const std::vector<bisect::StepTrial>& trials) {
+                  std::vector<TrialSpec> specs;
+                  for (const auto& trial : trials)
+                    specs.push_back(replay(context.trainer, local_spec, checkpoints,
+                                           trial.resume_from_checkpoint, trial.stop_after));
+                  auto outcomes = context.run(specs);
+                  std::vector<bisect::WindowOutcome> observed;
+                  for (const auto& outcome : outcomes) {
+                    auto shown = failure_of(outcome, FailureKind::Nonfinite);
+                    if (shown && shown->step > 0) {
+                      bad_runs[shown->step] = outcome.run_id;
+                      observed.push_back(bisect::WindowOutcome::bad_at(shown->step));
+                    } else {
+                      observed.push_back(outcome.verdict == Verdict::Pass
+                                             ? bisect::WindowOutcome::clean()
+                                             : bisect::WindowOutcome::unusable());
+                    }
+                  }
+                  return observed;
+                });
   const auto found = plan.result();
   const int64_t step = found.first_bad_step.value_or(found.earliest_bad_step);
   location.step = step;
