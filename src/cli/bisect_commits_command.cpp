@@ -13,8 +13,8 @@
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
-#include "harness/commit_bisection.hpp"
-#include "harness/isolate.hpp"
+#include "harness/commits/commit_bisection.hpp"
+#include "harness/isolate/isolate.hpp"
 #include "probes/detectors/thresholds.hpp"
 
 namespace faultline::cli {

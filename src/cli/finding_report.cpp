@@ -9,8 +9,8 @@
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
-#include "harness/local_launcher.hpp"
-#include "harness/repro.hpp"
+#include "harness/launch/local_launcher.hpp"
+#include "harness/isolate/repro.hpp"
 
 namespace faultline::cli {
 

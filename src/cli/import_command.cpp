@@ -9,8 +9,8 @@
 
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
-#include "harness/import_run.hpp"
-#include "harness/trial_cache.hpp"
+#include "harness/trial/import_run.hpp"
+#include "harness/trial/trial_cache.hpp"
 #include "probes/detectors/thresholds.hpp"
 
 namespace faultline::cli {

@@ -15,8 +15,8 @@
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "harness/isolate.hpp"
-#include "harness/local_launcher.hpp"
+#include "harness/isolate/isolate.hpp"
+#include "harness/launch/local_launcher.hpp"
 #include "trainer/train_config.hpp"
 
 namespace faultline::cli {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/trial.hpp"
+#include "harness/trial/trial.hpp"
 #include "store/store.hpp"
 
 namespace CLI {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "harness/trial_observer.hpp"
+#include "harness/trial/trial_observer.hpp"
 
 namespace faultline::cli {
 

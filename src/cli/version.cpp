@@ -11,7 +11,7 @@
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
-#include "harness/subprocess.hpp"
+#include "harness/launch/subprocess.hpp"
 
 namespace faultline::cli {
 

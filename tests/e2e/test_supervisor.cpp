@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "harness/local_launcher.hpp"
-#include "harness/supervisor.hpp"
+#include "harness/launch/local_launcher.hpp"
+#include "harness/launch/supervisor.hpp"
 #include "support/process.hpp"
 
 using namespace faultline;

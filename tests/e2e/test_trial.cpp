@@ -1,7 +1,7 @@
 // End-to-end: TrialRunner on real faultline-train ranks and a real SQLite store — the stored
 // argv is the command line that ran, a run stopped at the total time limit is a `hang`, and
 // malformed metrics lines are counted per rank, stored with the run and returned.
-#include "harness/trial.hpp"
+#include "harness/trial/trial.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "harness/local_launcher.hpp"
+#include "harness/launch/local_launcher.hpp"
 #include "store/store.hpp"
 #include "support/metrics.hpp"
 #include "support/process.hpp"

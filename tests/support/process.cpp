@@ -2,7 +2,7 @@
 // kills everything it started.
 #include "support/process.hpp"
 
-#include "harness/local_launcher.hpp"
+#include "harness/launch/local_launcher.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

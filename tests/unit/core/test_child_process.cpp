@@ -1,6 +1,6 @@
 // Tests for harness/child_process.cpp and its users' contract: exit and signal decoding, a child
 // reaped only by poll() after its group was killed, and no signal to a reaped child's group.
-#include "harness/child_process.hpp"
+#include "harness/launch/child_process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "harness/subprocess.hpp"
+#include "harness/launch/subprocess.hpp"
 #include "test_support.hpp"
 
 namespace faultline::harness {

@@ -1,6 +1,6 @@
 // Unit tests of harness/rank_agreement: sketch distances, the first divergent step, and who is
 // the odd rank out with and without a majority.
-#include "harness/rank_agreement.hpp"
+#include "harness/isolate/rank_agreement.hpp"
 
 #include <gtest/gtest.h>
 

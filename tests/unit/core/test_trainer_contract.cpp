@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "harness/trainer_contract.hpp"
+#include "harness/contract/trainer_contract.hpp"
 #include "store/store.hpp"
 #include "test_support.hpp"
 

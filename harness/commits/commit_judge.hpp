@@ -1,0 +1,117 @@
+// One run of one commit for `bisect commits`: a worktree of its own, the build, then the test or
+// the recipe; builds and verdicts are cached in the store's trials table.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bisect/observation.hpp"
+#include "harness/commits/git_repo.hpp"
+#include "harness/trial/trial.hpp"
+#include "probes/detectors/failure_kind.hpp"
+
+namespace faultline::store {
+class Store;
+}
+
+namespace faultline::harness {
+
+enum class JudgeKind { Test, Recipe };         // --test CMD | --recipe FILE
+enum class WorktreeUse { Remove, Keep };       // --keep-worktrees
+enum class BuildMemory { PerRun, PerCommit };  // PerCommit: a built worktree serves every rerun
+
+struct CommitJudgeOptions {
+  JudgeKind kind = JudgeKind::Test;
+  std::string build;  // a shell command line run in the worktree; "" : nothing to build
+  std::string test;   // JudgeKind::Test: a shell command line, judged by its exit code
+  double build_timeout_s = 3600;
+  double test_timeout_s = 600;
+  // JudgeKind::Recipe
+  std::string recipe;  // relative: inside the worktree when it exists there, else from the cwd
+  std::vector<std::string> overrides;
+  int64_t steps = 0;  // 0: the recipe's whole run
+  int ranks = 0;      // 0: the recipe's dist.ranks
+  // nullopt: any failure is bad; Slow: against the good commit's tokens/s
+  std::optional<detectors::FailureKind> failure_kind;
+  std::string trainer_path = "build/src/trainer/faultline-train";  // inside the worktree
+  RunnerOptions runner;        // supervision, thresholds, interrupt flag; trainer set per commit
+  std::string judge_identity;  // thresholds and timeouts as text: part of every recipe verdict
+  std::string work_dir;        // absolute; worktrees/ and commit-logs/ go under it
+  WorktreeUse worktrees = WorktreeUse::Remove;
+};
+
+// One judged run of a commit.
+struct CommitRun {
+  std::string commit;
+  int run = 0;  // the n-th run of this commit (0-based); reruns come only with --flaky
+  bisect::Observation observation = bisect::Observation::Skip;
+  std::string stage;   // "build" | "test" | "trial" | "baseline"
+  std::string detail;  // "exit 1", "build failed: exit 2", "fail: loss_spike at step 7", ...
+  std::string log;     // the command's output, or the trial's run directory
+  int64_t run_id = 0;  // recipe runs: the stored run
+  double tokens_per_s = 0;
+  bool cached = false;  // the verdict came from the store; nothing was run
+};
+
+// A --test command exited >= 128 or died of a signal: like `git bisect run`, the bisection
+// stops; the worktree of that commit is kept for a look.
+struct BisectAborted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class CommitJudge {
+ public:
+  CommitJudge(store::Store& store, const GitRepo& repo, CommitJudgeOptions options,
+              BuildMemory memory);
+  ~CommitJudge();  // removes the worktrees still held (unless WorktreeUse::Keep)
+  CommitJudge(const CommitJudge&) = delete;
+  CommitJudge& operator=(const CommitJudge&) = delete;
+
+  // Removes leftover worktrees of this repository under work_dir (a killed earlier run).
+  void remove_leftovers();
+  // --kind slow: runs the recipe at the good commit first and keeps its tokens/s.
+  CommitRun measure_baseline(const std::string& good_commit);
+  // The verdict of run `run` of `commit`: from the cache, or by building and testing it.
+  // Throws BisectAborted, or Interrupted (harness/isolate.hpp) when the user interrupts.
+  CommitRun judge(const std::string& commit, int run);
+
+  // What decides every verdict besides the commit (build, test or recipe, judge): a search's
+  // identity includes it.
+  nlohmann::json identity() const;
+
+  int executed() const { return executed_; }  // test commands and trials actually run
+  int reused() const { return reused_; }      // verdicts taken from the store
+
+ private:
+  nlohmann::json verdict_identity(const std::string& commit, int run, const std::string& role);
+  std::optional<std::string> prepare(const std::string& commit);  // worktree path, or nullopt
+  CommitRun run_test(const std::string& commit, int run, const std::string& tree);
+  // `kind`: the failure kind that makes the run bad (nullopt: any).
+  CommitRun run_recipe(const std::string& commit, int run, const std::string& tree,
+                       std::optional<detectors::FailureKind> kind);
+  std::string worktree_path(const std::string& commit) const;
+  std::string log_path(const std::string& commit, const std::string& what) const;
+  void release(const std::string& commit);
+
+  store::Store& store_;
+  const GitRepo& repo_;
+  CommitJudgeOptions options_;
+  BuildMemory memory_;
+  std::map<std::string, std::string> built_;  // commit -> worktree with a finished build
+  // Why prepare() returned nothing, and whether that failure was remembered from an earlier run.
+  std::string last_build_failure_;
+  enum class FailureSource { Ran, Store } last_build_source_ = FailureSource::Ran;
+  std::optional<double> baseline_tokens_per_s_;
+  int executed_ = 0, reused_ = 0;
+};
+
+nlohmann::json to_json(const CommitRun& run);
+CommitRun commit_run_from_json(const nlohmann::json& json);
+
+}  // namespace faultline::harness

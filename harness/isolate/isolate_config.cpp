@@ -1,0 +1,113 @@
+// Phase 5: with a setup known to be good, ddmin over the config keys where the failing setup
+// differs from it: the 1-minimal set of changes that, applied to the baseline, brings the
+// failure back. Trials run at the minimal scale found before.
+#include <algorithm>
+#include <map>
+
+#include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "harness/isolate/isolate_phases.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::harness::isolate {
+
+namespace {
+
+// Keys that change how a run is watched or cut, not what it computes.
+bool ignored_key(const std::string& key) {
+  static const std::vector<std::string> ignored = {
+      "train.stop_after", "train.log_every", "train.checkpoint_every",
+      "dist.timeout_s",   "dist.ranks",      "data.fraction"};
+  return key.rfind("probe.", 0) == 0 ||
+         std::find(ignored.begin(), ignored.end(), key) != ignored.end();
+}
+
+std::map<std::string, std::string> resolved_keys(const TrialSpec& spec) {
+  const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
+  std::map<std::string, std::string> keys;
+  for (const auto& line : split(config.canonical, '\n')) {
+    const auto equals = line.find(" = ");
+    if (equals == std::string::npos) continue;
+    keys[line.substr(0, equals)] = line.substr(equals + 3);
+  }
+  return keys;
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
+                                         const TrialSpec& baseline, const Scale& scale,
+                                         const detectors::Failure& failure) {
+  const auto bad = resolved_keys(failing);
+  const auto good = resolved_keys(baseline);
+  std::vector<ConfigChange> differences;
+  for (const auto& [key, value] : bad) {
+    if (ignored_key(key)) continue;
+    auto it = good.find(key);
+    if (it != good.end() && it->second != value) differences.push_back({key, it->second, value});
+  }
+  if (differences.empty()) {
+    throw UserError("the baseline computes the same thing as the failing setup",
+                    baseline.config_path,
+                    "a baseline must differ in a config key (--baseline-set optim.lr=3e-3)");
+  }
+  const auto full = trainer::load_train_config(failing.config_path, failing.overrides);
+  const int64_t shown = detectors::evidence_step(failure);
+  const int64_t horizon =
+      shown > 0 ? std::min(full.train.steps, std::max(2 * shown, shown + 10)) : full.train.steps;
+  const int accumulate = std::max(1, failing.ranks / std::max(1, scale.ranks));
+
+  // The baseline with `changes` applied, at the minimal scale.
+  auto trial = [&](const std::vector<size_t>& changes) {
+    TrialSpec spec = baseline;
+    for (size_t index : changes)
+      spec.overrides.push_back(differences[index].key + "=" + differences[index].failing);
+    if (accumulate > 1)
+      spec = context.trainer.accumulate(spec, scale.ranks,
+                                        context.trainer.grad_accum(spec) * accumulate);
+    spec.ranks = scale.ranks;
+    spec.data_fraction = scale.data_fraction;
+    spec.stop_after = horizon;
+    return spec;
+  };
+  auto observe = [&](const Outcome& outcome) { return judge(outcome, failure.kind); };
+
+  context.begin_phase("config: baseline", 1);
+  const Outcome base = context.run(trial({}));
+  if (observe(base) != bisect::Observation::Good) {
+    throw UserError("the baseline does not pass at the minimal scale (run " +
+                        std::to_string(base.run_id) + ": " + to_string(base.verdict) + ")",
+                    baseline.config_path, "give a baseline known to train cleanly");
+  }
+  context.begin_phase("config: ddmin over " + std::to_string(differences.size()) + " keys",
+                      static_cast<int64_t>(2 * differences.size()));
+  bisect::Ddmin search(differences.size());
+  bisect::drive(search, static_cast<size_t>(std::max(1, context.jobs())),
+                [&](const std::vector<bisect::Subset>& proposals) {
+                  std::vector<bisect::Observation> observed(proposals.size(),
+                                                            bisect::Observation::Skip);
+                  std::vector<size_t> runnable;
+                  std::vector<TrialSpec> specs;
+                  for (size_t i = 0; i < proposals.size(); ++i) {
+                    try {
+                      TrialSpec spec = trial(proposals[i]);
+                      trainer::load_train_config(spec.config_path, trial_overrides(spec));
+                      specs.push_back(spec);
+                      runnable.push_back(i);
+                    } catch (const UserError&) {
+                      // Some keys only make sense together (n_embd with n_head): no recipe.
+                    }
+                  }
+                  auto outcomes = context.run(specs);
+                  for (size_t i = 0; i < runnable.size(); ++i)
+                    observed[runnable[i]] = observe(outcomes[i]);
+                  return observed;
+                });
+  std::vector<ConfigChange> culprit;
+  for (size_t index : search.failing_subset()) culprit.push_back(differences[index]);
+  return culprit;
+}
+
+}  // namespace faultline::harness::isolate

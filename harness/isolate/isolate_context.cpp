@@ -1,0 +1,86 @@
+// What the isolate phases share: running trials through the cache with progress and counters,
+// judging outcomes against the failure under study, and finding a trial's checkpoints.
+#include <algorithm>
+#include <map>
+
+#include "harness/isolate/isolate_phases.hpp"
+
+namespace faultline::harness::isolate {
+
+Context::Context(store::Store& store_in, TrialCache& cache, const IsolateOptions& options_in,
+                 const ProgressSink& progress, int jobs)
+    : store(store_in), options(options_in), cache_(cache), progress_(progress), jobs_(jobs) {}
+
+void Context::begin_phase(const std::string& phase, int64_t expected_trials) {
+  phase_ = phase;
+  phase_trials_ = 0;
+  expected_ = expected_trials;
+  if (progress_) progress_({ProgressEvent::PhaseStarted, phase_, 0, expected_, steps_executed, ""});
+}
+
+std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse use) {
+  std::vector<Outcome> outcomes;
+  for (auto& result : cache_.run_all(specs, jobs_, use)) {
+    ++trials;
+    ++phase_trials_;
+    if (result.from_cache) {
+      ++trials_reused;
+    } else {
+      steps_executed += result.outcome.steps_run;
+      rank_steps_executed += result.outcome.steps_run * result.outcome.ranks;
+    }
+    if (progress_) {
+      std::string note = std::string(to_string(result.outcome.verdict)) +
+                         (result.from_cache ? " (stored trial reused)" : "");
+      progress_({ProgressEvent::TrialDone, phase_, phase_trials_,
+                 std::max(expected_, phase_trials_), steps_executed, note});
+    }
+    if (result.outcome.interrupted) throw Interrupted();
+    outcomes.push_back(std::move(result.outcome));
+  }
+  return outcomes;
+}
+
+std::optional<detectors::Failure> failure_of(const Outcome& outcome, detectors::FailureKind kind) {
+  for (const auto& failure : outcome.failures)
+    if (failure.kind == kind) return failure;
+  return std::nullopt;
+}
+
+bool shows(const Outcome& outcome, detectors::FailureKind kind) {
+  return outcome.verdict == Verdict::Fail && failure_of(outcome, kind).has_value();
+}
+
+bisect::Observation judge(const Outcome& outcome, detectors::FailureKind kind) {
+  if (shows(outcome, kind)) return bisect::Observation::Bad;
+  if (outcome.verdict == Verdict::Pass) return bisect::Observation::Good;
+  return bisect::Observation::Skip;
+}
+
+void Context::skip(const std::string& why) {
+  skipped.push_back(why);
+  if (progress_)
+    progress_({ProgressEvent::Skipped, phase_, phase_trials_, expected_, steps_executed, why});
+}
+
+std::optional<detectors::Failure> primary_failure(const std::vector<detectors::Failure>& failures) {
+  std::optional<detectors::Failure> best;
+  auto key = [](const detectors::Failure& f) {
+    return std::make_pair(f.step < 0 ? INT64_MAX : f.step, detectors::localization_rank(f.kind));
+  };
+  for (const auto& failure : failures)
+    if (!best || key(failure) < key(*best)) best = failure;
+  return best;
+}
+
+std::vector<contract::Checkpoint> checkpoints_of(Context& context, const Outcome& outcome) {
+  return contract::checkpoints(context.store, outcome.run_id);
+}
+
+std::vector<int64_t> steps_of(const std::vector<contract::Checkpoint>& checkpoints) {
+  std::vector<int64_t> steps;
+  for (const auto& checkpoint : checkpoints) steps.push_back(checkpoint.step);
+  return steps;
+}
+
+}  // namespace faultline::harness::isolate

@@ -1,0 +1,111 @@
+// Phase 0: start from a stored failing run's own evidence. Its failure and step come from the
+// stored records, its checkpoints from its events; the failure is replayed from the last
+// checkpoint before it, so confirming it costs one checkpoint interval, not the whole run.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/isolate/isolate_phases.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness::isolate {
+
+namespace {
+
+// A stored run as a failing setup: its resolved config written back as a recipe.
+TrialSpec spec_from_run(const store::RunInfo& run, const std::string& work_dir) {
+  const auto dir = std::filesystem::path(work_dir) / "recipes";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("run-" + std::to_string(run.id) + ".toml");
+  std::ofstream(path) << "# the resolved config of stored run " << run.id << "\n" << run.config;
+  TrialSpec spec;
+  spec.config_path = path.string();
+  spec.ranks = run.ranks;
+  return spec;
+}
+
+// The last step before `step` whose record is finite on every rank of the stored run.
+int64_t last_finite_step(store::Store& store, int64_t run_id, int64_t step) {
+  int64_t good = 0;
+  for (const auto& record : store.steps(run_id))
+    if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
+      good = std::max(good, record.step);
+  return good;
+}
+
+}  // namespace
+
+Evidence load_evidence(Context& context, int64_t run_id) {
+  auto& store = context.store;
+  auto run = store.get_run(run_id);
+  if (!run)
+    throw UserError("no run " + std::to_string(run_id) + " in the store", store.path(),
+                    "`faultline runs` lists the stored runs");
+  std::vector<detectors::Failure> failures;
+  for (const auto& f : run->failures)
+    if (auto kind = detectors::parse_failure_kind(f.kind))
+      failures.push_back({*kind, f.step, f.rank, f.detail});
+  auto failure = primary_failure(failures);
+  if (run->verdict != "fail" || !failure)
+    throw UserError(
+        "run " + std::to_string(run->id) + " did not fail (verdict '" + run->verdict + "')",
+        "--run", "choose a failing run: `faultline runs` shows verdicts");
+  Evidence evidence;
+  evidence.run_id = run->id;
+  evidence.spec = spec_from_run(*run, context.options.work_dir);
+  evidence.failure = *failure;
+  evidence.checkpoints = contract::checkpoints(store, run->id);
+  evidence.steps = run->steps;
+  return evidence;
+}
+
+std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,
+                                            std::string& why_not) {
+  const auto& trainer = context.trainer;
+  const auto& failure = evidence.failure;
+  const int64_t shown = detectors::evidence_step(failure);
+  if (failure.step <= 0 || shown <= 0) {
+    why_not = std::string(to_string(failure.kind)) + " is a property of the whole run";
+    return std::nullopt;
+  }
+  const auto from = contract::last_before(evidence.checkpoints, failure.step);
+  if (!from || !trainer.can(contract::Capability::Resume)) {
+    why_not = "run " + std::to_string(evidence.run_id) + " has no checkpoint before step " +
+              std::to_string(failure.step);
+    return std::nullopt;
+  }
+  TrialSpec window =
+      trainer.prefix(trainer.checkpoint_on_halt(trainer.resume(evidence.spec, from), true), shown);
+  if (failure.kind == detectors::FailureKind::Nonfinite) {
+    // Full probes only where the stored records leave the first bad step open.
+    const int64_t good =
+        std::max(from->step, last_finite_step(context.store, evidence.run_id, failure.step));
+    window = trainer.full_probes_from(window, good + 1);
+  }
+  std::vector<TrialSpec> tries;
+  const int ranks = evidence.spec.ranks;
+  if (ranks > 1 && trainer.can(contract::Capability::Accumulate))
+    tries.push_back(trainer.accumulate(window, 1, trainer.grad_accum(window) * ranks));
+  tries.push_back(window);
+
+  context.begin_phase("reproduce: replay steps " + std::to_string(from->step + 1) + ".." +
+                          std::to_string(shown) + " of run " + std::to_string(evidence.run_id) +
+                          " from its checkpoint",
+                      static_cast<int64_t>(tries.size()));
+  for (const auto& spec : tries) {
+    Outcome outcome = context.run(spec);
+    if (outcome.verdict == Verdict::InfraError)
+      throw InfraError("the replay from checkpoint " + from->path +
+                       " could not run: " + outcome.infra_detail);
+    if (auto shown_again = failure_of(outcome, failure.kind);
+        shown_again && outcome.verdict == Verdict::Fail)
+      return Reproduction{spec, outcome, *shown_again, from};
+    why_not = "the replay of steps " + std::to_string(from->step + 1) + ".." +
+              std::to_string(shown) + " at " + std::to_string(spec.ranks) +
+              " rank(s) did not show " + to_string(failure.kind) + " (run " +
+              std::to_string(outcome.run_id) + ")";
+  }
+  return std::nullopt;
+}
+
+}  // namespace faultline::harness::isolate

@@ -1,0 +1,258 @@
+// Phase 2c: which rank disagrees. A multi-rank run's parameters after each step are compared with
+// a 1-rank run that replays the same global batches (N-fold accumulation); at the first step they
+// part, every rank is fed the same batch from the state before the step (a replica check) and
+// compared with a 1-rank replay of that batch. Spare host labels then tell a bad host from a bad
+// rank: ddmin over the hosts taking part, healthy spares standing in for the others.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
+#include "harness/isolate/isolate_phases.hpp"
+#include "harness/isolate/rank_agreement.hpp"
+#include "harness/trial/run_facts.hpp"
+#include "probes/detectors/stats.hpp"
+#include "store/store.hpp"
+#include "trainer/sampler.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::harness::isolate {
+
+namespace {
+
+using nlohmann::json;
+
+json number_or_null(double value) {
+  return std::isfinite(value) ? json(value) : json();
+}
+
+// Step, data and collective time of each rank in the run (its medians): a straggler or starved
+// rank shows here next to the fingerprint verdicts.
+std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
+  std::map<int, std::vector<double>> step_ms, data_ms, comm_ms;
+  for (const auto& record : store.steps(run_id)) {
+    step_ms[record.rank].push_back(record.step_ms);
+    data_ms[record.rank].push_back(record.data_ms);
+    comm_ms[record.rank].push_back(record.comm_ms);
+  }
+  std::map<int, json> timing;
+  for (const auto& [rank, values] : step_ms)
+    timing[rank] = {{"median_step_ms", number_or_null(detectors::median(values))},
+                    {"median_data_ms", number_or_null(detectors::median(data_ms[rank]))},
+                    {"median_comm_ms", number_or_null(detectors::median(comm_ms[rank]))}};
+  return timing;
+}
+
+const FingerprintRecord* grads_at(const std::vector<FingerprintRecord>& records, int64_t step) {
+  for (const auto& record : records)
+    if (record.what == "grads" && record.step == step && record.rank == 0) return &record;
+  return nullptr;
+}
+
+class ReplicaCheck {
+ public:
+  ReplicaCheck(Context& context, const TrialSpec& spec, const trainer::TrainConfig& config,
+               const Outcome& outcome, int64_t step)
+      : context_(context), spec_(spec), step_(step) {
+    trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
+                                  samples_used(context.store, outcome.run_id),
+                                  static_cast<uint64_t>(config.train.batch_size));
+    // Rank 0's share of the step: one micro-batch every rank can hold.
+    samples_ = trainer::BatchSampler::rank_slice(sampler.global_batch(step), 0, spec.ranks);
+    if (auto before = contract::last_before(checkpoints_of(context, outcome), step)) {
+      from_ = before->step;
+      from_path_ = before->path;
+    }
+  }
+
+  // Every rank fed the same batch, from the state before the step, on these hosts.
+  TrialSpec replica(const std::vector<std::string>& hosts) const {
+    const auto& trainer = context_.trainer;
+    TrialSpec spec = trainer.replica(replay_spec());
+    // The 1-rank replay needs the state of step - 1: written here when no checkpoint has it.
+    spec = trainer.checkpoint_every(spec, from_ == step_ - 1 ? 0 : 1);
+    spec.resume = from_path_;
+    spec.stop_after = step_;
+    spec.hosts = hosts;
+    return spec;
+  }
+
+  // The same batch on one rank (no host label: anywhere), from the same state.
+  TrialSpec reference(const Outcome& replica) const {
+    TrialSpec spec = context_.trainer.checkpoint_every(replay_spec(), 0);
+    spec.ranks = 1;
+    spec.hosts.clear();
+    spec.stop_after = step_;
+    spec.resume = step_ == 1 ? "" : from_ == step_ - 1 ? from_path_ : written_before_step(replica);
+    return spec;
+  }
+
+  int64_t step() const { return step_; }
+
+ private:
+  TrialSpec replay_spec() const {
+    const auto& trainer = context_.trainer;
+    TrialSpec spec = trainer.fingerprints_every_step(spec_);
+    spec = trainer.checkpoint_on_halt(spec, false);
+    return trainer.replay(spec, step_, samples_);
+  }
+
+  std::string written_before_step(const Outcome& replica) const {
+    auto written = contract::at_step(checkpoints_of(context_, replica), step_ - 1);
+    if (!written)
+      throw InfraError("the replica check wrote no checkpoint of step " +
+                       std::to_string(step_ - 1) + " (run " + std::to_string(replica.run_id) + ")");
+    return written->path;
+  }
+
+  Context& context_;
+  const TrialSpec& spec_;
+  int64_t step_;
+  std::vector<uint64_t> samples_;
+  int64_t from_ = 0;
+  std::string from_path_;
+};
+
+void require_ran(const Outcome& outcome, const std::string& what) {
+  if (outcome.verdict == Verdict::InfraError)
+    throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
+                     "): " + outcome.infra_detail);
+}
+
+// The host labels each rank gets when only `kept` of the failing run's hosts take part: the
+// others are replaced, in rank order, by spare labels. nullopt: not enough spares.
+std::optional<std::vector<std::string>> hosts_keeping(const std::vector<std::string>& failing,
+                                                      const std::vector<std::string>& spares,
+                                                      const std::vector<size_t>& kept) {
+  std::vector<std::string> hosts;
+  size_t spare = 0;
+  for (size_t rank = 0; rank < failing.size(); ++rank) {
+    if (std::find(kept.begin(), kept.end(), rank) != kept.end()) {
+      hosts.push_back(failing[rank]);
+    } else {
+      if (spare >= spares.size()) return std::nullopt;
+      hosts.push_back(spares[spare++]);
+    }
+  }
+  return hosts;
+}
+
+}  // namespace
+
+std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,
+                                                   const Outcome& outcome) {
+  const int world = spec.ranks;
+  if (world < 2) return std::nullopt;
+  const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
+
+  // 1. The first step whose update leaves the 1-rank replay of the same global batches.
+  context.begin_phase("ranks: compare with 1 rank", 1);
+  TrialSpec single = context.trainer.fingerprints_every_step(
+      context.trainer.accumulate(spec, 1, config.train.grad_accum * world));
+  single.stop_after = outcome.last_step;
+  const Outcome alone = context.run(single);
+  require_ran(alone, "the 1-rank replay");
+  auto divergence =
+      first_divergence(context.store.fingerprints(outcome.run_id),
+                       context.store.fingerprints(alone.run_id), "params", kRankTolerance);
+  if (!divergence) return std::nullopt;
+
+  // 2. The replica check at that step, and its 1-rank reference.
+  context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
+  ReplicaCheck check(context, spec, config, outcome, divergence->step);
+  std::vector<std::string> failing_hosts = spec.hosts;
+  failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
+  RankLocation location;
+  location.step = divergence->step;
+  location.replica_spec = check.replica(failing_hosts);
+  location.replica_outcome = context.run(location.replica_spec);
+  require_ran(location.replica_outcome, "the replica check");
+  const Outcome reference = context.run(check.reference(location.replica_outcome));
+  require_ran(reference, "the 1-rank reference replay");
+  const auto reference_prints = context.store.fingerprints(reference.run_id);
+  const FingerprintRecord* expected = grads_at(reference_prints, check.step());
+  auto agreement = compare_ranks(context.store.fingerprints(location.replica_outcome.run_id),
+                                 expected, check.step(), kRankTolerance);
+  location.ranks = odd_ranks(agreement);
+
+  // 3. A bad host or a bad rank: with spare labels, the hosts taking part are searched.
+  const auto hosts = rank_hosts(context.store, location.replica_outcome.run_id);
+  auto host_of = [&](int rank) {
+    return static_cast<size_t>(rank) < hosts.size() ? hosts[static_cast<size_t>(rank)] : "";
+  };
+  std::string host_note;
+  if (location.ranks.size() == 1) location.host = host_of(location.ranks[0]);
+  const std::vector<std::string> spares(
+      spec.hosts.begin() + static_cast<std::ptrdiff_t>(failing_hosts.size()), spec.hosts.end());
+  if (!location.ranks.empty() && failing_hosts.size() == static_cast<size_t>(world) &&
+      !spares.empty()) {
+    auto disagrees = [&](const std::vector<std::string>& labels) {
+      Outcome replica = context.run(check.replica(labels));
+      require_ran(replica, "a replica check on other hosts");
+      return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
+                                      check.step(), kRankTolerance))
+                  .empty();
+    };
+    context.begin_phase("ranks: which hosts", static_cast<int64_t>(2 * world));
+    auto none_kept = hosts_keeping(failing_hosts, spares, {});
+    if (none_kept && disagrees(*none_kept)) {
+      location.host.clear();
+      host_note = "; it stays with the rank on spare hosts too: not a host fault";
+    } else {
+      bisect::Ddmin search(static_cast<size_t>(world));
+      bisect::drive(search, 1, [&](const std::vector<bisect::Subset>& proposals) {
+        std::vector<bisect::Observation> observed;
+        for (const auto& subset : proposals) {
+          std::vector<size_t> kept(subset.begin(), subset.end());
+          auto labels = hosts_keeping(failing_hosts, spares, kept);
+          observed.push_back(!labels              ? bisect::Observation::Skip
+                             : disagrees(*labels) ? bisect::Observation::Bad
+                                                  : bisect::Observation::Good);
+        }
+        return observed;
+      });
+      std::string found;
+      for (size_t rank : search.failing_subset())
+        found += (found.empty() ? "" : ",") + failing_hosts[rank];
+      location.host = search.failing_subset().size() == 1 ? found : "";
+      host_note = "; ddmin over the hosts taking part (spares standing in) needs " + found;
+    }
+  }
+
+  // The evidence: one row per rank.
+  const auto timing = timing_by_rank(context.store, outcome.run_id);
+  json table = json::array();
+  for (const auto& rank : agreement) {
+    json row = {{"rank", rank.rank},
+                {"host", host_of(rank.rank)},
+                {"grads_hash", rank.hash},
+                {"distance", number_or_null(rank.distance)},
+                {"agreeing_peers", rank.peers},
+                {"verdict", std::find(location.ranks.begin(), location.ranks.end(), rank.rank) !=
+                                    location.ranks.end()
+                                ? "odd"
+                                : "agrees"}};
+    if (timing.count(rank.rank)) row.update(timing.at(rank.rank));
+    table.push_back(row);
+  }
+  location.evidence = {{"ranks", table},
+                       {"tolerance", kRankTolerance},
+                       {"healthy_max_distance", divergence->healthy_max},
+                       {"divergence_distance", number_or_null(divergence->distance)},
+                       {"one_rank_run", alone.run_id},
+                       {"reference_run", reference.run_id},
+                       {"replica_run", location.replica_outcome.run_id}};
+  std::string who;
+  for (int rank : location.ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
+  location.detail =
+      "step " + std::to_string(location.step) +
+      "'s update differs from a 1-rank replay (distance " + json(divergence->distance).dump() +
+      " > " + json(kRankTolerance).dump() + "); fed the same batch, " +
+      (who.empty() ? std::string("no rank disagrees (the divergence is not one rank's)")
+                   : "rank(s) " + who + " compute different local gradients") +
+      (location.host.empty() ? "" : " (host " + location.host + ")") + host_note;
+  return location;
+}
+
+}  // namespace faultline::harness::isolate

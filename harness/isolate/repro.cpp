@@ -1,0 +1,156 @@
+// Replays a finding and compares the new run with its evidence run, record by record.
+#include "harness/isolate/repro.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "common/error.hpp"
+#include "trainer/train_config.hpp"
+
+#include "harness/isolate/isolate.hpp"
+#include "harness/isolate/rank_agreement.hpp"
+#include "harness/trial/run_facts.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+using nlohmann::json;
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+bool same_bits(const std::optional<double>& a, const std::optional<double>& b) {
+  return a.has_value() == b.has_value() && (!a || same_bits(*a, *b));
+}
+
+bool records_equal(const StepRecord& a, const StepRecord& b) {
+  return a.rank == b.rank && a.step == b.step && same_bits(a.loss, b.loss) &&
+         same_bits(a.grad_norm, b.grad_norm) && same_bits(a.lr, b.lr) &&
+         same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
+}
+
+// The evidence run's resolved config as a recipe of its own.
+std::string write_stored_config(const store::RunInfo& run, int64_t finding_id,
+                                const std::string& work_dir) {
+  const auto dir = std::filesystem::path(work_dir) / "recipes";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("finding-F" + std::to_string(finding_id) + ".toml");
+  std::ofstream(path) << "# the resolved config of run " << run.id << ", the evidence of F"
+                      << finding_id << "\n"
+                      << run.config;
+  return path.string();
+}
+
+// "" when the recipe the finding names still resolves to the config its evidence run ran.
+std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash) {
+  if (!std::filesystem::exists(spec.config_path))
+    return "the recipe " + spec.config_path + " no longer exists";
+  try {
+    const auto now = trainer::load_train_config(spec.config_path, trial_overrides(spec));
+    if (now.hash == stored_hash) return "";
+    return "the recipe " + spec.config_path + " changed since the finding (config hash " +
+           stored_hash + ", now " + now.hash + ")";
+  } catch (const UserError& error) {
+    return "the recipe " + spec.config_path + " changed since the finding and no longer loads (" +
+           error.what() + ")";
+  }
+}
+
+}  // namespace
+
+ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
+                              const store::FindingInfo& finding, const ReproOptions& options) {
+  const json repro = json::parse(finding.repro_json);
+  const json fields = json::parse(finding.fields_json);
+  TrialSpec spec = spec_from_json(repro.at("spec"));
+  spec.parent = "repro:F" + std::to_string(finding.id);
+  ReproReport report;
+  report.evidence_run = fields.value("evidence_run", int64_t{0});
+  report.tolerance = options.tolerance.value_or(fields.value("tolerance", kReproTolerance));
+  // The finding stands alone: it replays the resolved config its evidence run ran, whatever
+  // became of the recipe file since.
+  if (auto evidence = store.get_run(report.evidence_run); evidence && !evidence->config.empty()) {
+    report.recipe_changed = recipe_change(spec, evidence->config_hash);
+    spec.config_path = write_stored_config(*evidence, finding.id, options.work_dir);
+  }
+
+  Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
+  if (outcome.verdict == Verdict::InfraError)
+    throw InfraError("the reproduction could not run: " + outcome.infra_detail);
+  report.run_id = outcome.run_id;
+  const auto& evidence = fields.at("evidence");
+  const json expected_step = evidence.value("failure_step", json());
+  const auto kind = detectors::parse_failure_kind(finding.kind);
+  for (const auto& failure : outcome.failures) {
+    if (failure.kind != kind) continue;
+    report.failure_step = failure.step;
+    report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
+  }
+  if (kind == detectors::FailureKind::RankDivergence) {
+    // No detector judges it: the same ranks must again disagree with the stored 1-rank reference.
+    const int64_t step = expected_step.get<int64_t>();
+    const FingerprintRecord* expected = nullptr;
+    const auto reference = store.fingerprints(evidence.value("reference_run", int64_t{0}));
+    for (const auto& record : reference)
+      if (record.what == "grads" && record.step == step) expected = &record;
+    const auto odd = odd_ranks(
+        compare_ranks(store.fingerprints(outcome.run_id), expected, step, kRankTolerance));
+    report.failure_step = odd.empty() ? -1 : step;
+    report.reproduced = !odd.empty() && json(odd) == fields.value("ranks", json::array());
+  }
+
+  // Ranks' records interleave in whatever order they arrived: compare them by (rank, step).
+  auto by_rank_step = [](auto records) {
+    std::stable_sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
+    });
+    return records;
+  };
+  const auto before = by_rank_step(store.steps(report.evidence_run));
+  const auto now = by_rank_step(store.steps(outcome.run_id));
+  bool identical = before.size() == now.size() && !before.empty();
+  std::map<std::pair<int, int64_t>, double> old_loss;
+  for (const auto& record : before) old_loss[{record.rank, record.step}] = record.loss;
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (identical && !records_equal(before[i], now[i])) identical = false;
+    auto it = old_loss.find({now[i].rank, now[i].step});
+    if (it == old_loss.end() || !std::isfinite(it->second) || !std::isfinite(now[i].loss)) continue;
+    const double scale = std::max(std::fabs(it->second), 1e-12);
+    report.max_rel_loss_diff =
+        std::max(report.max_rel_loss_diff, std::fabs(now[i].loss - it->second) / scale);
+  }
+  const auto old_prints = by_rank_step(store.fingerprints(report.evidence_run));
+  const auto new_prints = by_rank_step(store.fingerprints(outcome.run_id));
+  identical = identical && old_prints.size() == new_prints.size();
+  for (size_t i = 0; identical && i < new_prints.size(); ++i)
+    identical =
+        old_prints[i].hash == new_prints[i].hash && old_prints[i].step == new_prints[i].step;
+  report.bitwise_identical = identical;
+  report.within_tolerance = report.max_rel_loss_diff <= report.tolerance;
+
+  const json old_facts = start_event(store, report.evidence_run);
+  const json new_facts = start_event(store, outcome.run_id);
+  for (const char* key : bit_deciding_facts()) {
+    const json a = old_facts.value(key, json()), b = new_facts.value(key, json());
+    if (a != b)
+      report.differing_facts.push_back(std::string(key) + ": " + a.dump() + " -> " + b.dump());
+  }
+  // Bits are promised on the same machine facts; where one differs, the stored tolerance holds.
+  report.verdict = !report.reproduced         ? ReproVerdict::NotReproduced
+                   : report.bitwise_identical ? ReproVerdict::Identical
+                   : !report.differing_facts.empty() && report.within_tolerance
+                       ? ReproVerdict::WithinTolerance
+                       : ReproVerdict::Differs;
+  return report;
+}
+
+}  // namespace faultline::harness

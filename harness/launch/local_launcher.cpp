@@ -1,0 +1,111 @@
+// The local launcher: each rank a ChildProcess (its own process group, stdout and stderr in its
+// log), and the loopback port picker for MASTER_PORT.
+#include "harness/launch/local_launcher.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include "harness/launch/child_process.hpp"
+
+namespace faultline::harness {
+
+std::string signal_name(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+}
+
+int pick_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw InfraError("cannot create a socket to pick a port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    close(fd);
+    throw InfraError("cannot bind a loopback port");
+  }
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+namespace {
+
+class LocalTrial : public RunningTrial {
+ public:
+  explicit LocalTrial(const std::vector<RankLaunch>& ranks) {
+    for (const auto& rank : ranks) {
+      ChildSpec spec;
+      spec.argv = rank.argv;
+      spec.env = rank.env;
+      spec.output_path = rank.log_path;
+      try {
+        children_.push_back(std::make_unique<ChildProcess>(spec));
+      } catch (const InfraError& error) {
+        kill_all(std::chrono::milliseconds(0));
+        throw InfraError("cannot start rank " + std::to_string(rank.rank) + ": " + error.what());
+      }
+      status_.emplace_back();
+    }
+  }
+
+  ~LocalTrial() override { kill_all(std::chrono::milliseconds(0)); }
+
+  int ranks() const override { return static_cast<int>(children_.size()); }
+
+  std::vector<RankStatus> poll() override {
+    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->poll());
+    return status_;
+  }
+
+  void kill_all(std::chrono::milliseconds grace) override {
+    bool any = false;
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (status_[i].kind != ExitKind::Running) continue;
+      any = true;
+      status_[i].killed_by_harness = true;
+      children_[i]->signal_group(SIGTERM);
+    }
+    if (!any) return;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (std::chrono::steady_clock::now() < deadline && running() > 0) {
+      poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // A rank seen ending was reaped after its group was killed; only the others are left.
+    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->kill());
+  }
+
+ private:
+  size_t running() const {
+    size_t count = 0;
+    for (const auto& status : status_) count += status.kind == ExitKind::Running;
+    return count;
+  }
+
+  void record(size_t i, const std::optional<ChildExit>& exit) {
+    if (!exit || status_[i].kind != ExitKind::Running) return;
+    status_[i].kind = exit->kind;
+    status_[i].exit_code = exit->exit_code;
+    status_[i].signal = exit->signal;
+    status_[i].ended = exit->ended;
+  }
+
+  std::vector<std::unique_ptr<ChildProcess>> children_;
+  std::vector<RankStatus> status_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunningTrial> LocalLauncher::launch(const std::vector<RankLaunch>& ranks) {
+  return std::make_unique<LocalTrial>(ranks);
+}
+
+}  // namespace faultline::harness

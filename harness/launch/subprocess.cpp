@@ -1,0 +1,74 @@
+// Single commands run to completion on a ChildProcess (harness/child_process.hpp), with a timeout
+// and an interrupt flag.
+#include "harness/launch/subprocess.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "harness/launch/child_process.hpp"
+#include "harness/launch/launcher.hpp"
+
+namespace faultline::harness {
+
+CommandResult run_command(const CommandSpec& spec) {
+  if (spec.argv.empty()) throw InfraError("run_command: empty argv");
+  const auto started = std::chrono::steady_clock::now();
+  ChildProcess child({spec.argv, spec.cwd, spec.env, spec.output_path, spec.error_path});
+
+  CommandResult result;
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    const auto ended = child.poll();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (ended) {
+      result.end = ended->kind == ExitKind::Signaled ? CommandEnd::Signaled : CommandEnd::Exited;
+      result.exit_code = ended->exit_code;
+      result.signal = ended->signal;
+      break;
+    }
+    if (spec.timeout_s > 0 && elapsed > spec.timeout_s) {
+      child.kill();
+      result.end = CommandEnd::TimedOut;
+      break;
+    }
+    if (spec.interrupted && spec.interrupted->load()) {
+      child.kill();
+      result.end = CommandEnd::Interrupted;
+      break;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+std::string describe(const CommandResult& result, const CommandSpec& spec) {
+  switch (result.end) {
+    case CommandEnd::Exited:
+      return "exit " + std::to_string(result.exit_code);
+    case CommandEnd::Signaled:
+      return "killed by " + signal_name(result.signal);
+    case CommandEnd::TimedOut: {
+      std::ostringstream text;
+      text << "timed out after " << spec.timeout_s << " s";
+      return text.str();
+    }
+    case CommandEnd::Interrupted:
+      return "interrupted";
+  }
+  return "?";
+}
+
+std::string file_tail(const std::string& path, std::size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,144 @@
+// The supervision loop. Hang detection uses step records as the heartbeat; the ranks' collective
+// heartbeats (an event written before entering each collective) then tell the ranks blocked in a
+// collective from the ones that never entered it.
+#include "harness/launch/supervisor.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "harness/launch/metrics_tail.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+HangReport describe_hang(const SupervisedResult& result, const std::vector<int64_t>& entered,
+                         double silent_s) {
+  HangReport hang;
+  hang.silent_s = silent_s;
+  const int64_t newest = *std::max_element(entered.begin(), entered.end());
+  const int64_t oldest = *std::min_element(entered.begin(), entered.end());
+  if (newest > 0 && oldest < newest) {  // some ranks wait in a collective others never entered
+    hang.collective = newest;
+    for (size_t rank = 0; rank < entered.size(); ++rank)
+      (entered[rank] < newest ? hang.ranks : hang.waiting).push_back(static_cast<int>(rank));
+    hang.step = result.last_step[static_cast<size_t>(hang.ranks.front())] + 1;
+    return hang;
+  }
+  const int64_t lowest = *std::min_element(result.last_step.begin(), result.last_step.end());
+  const int64_t highest = *std::max_element(result.last_step.begin(), result.last_step.end());
+  for (size_t rank = 0; rank < result.last_step.size(); ++rank)
+    if (lowest != highest ? result.last_step[rank] == lowest : true)
+      hang.ranks.push_back(static_cast<int>(rank));
+  hang.step = lowest + 1;
+  return hang;
+}
+
+}  // namespace
+
+SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& ranks,
+                           const SuperviseOptions& options, RecordSink& sink) {
+  const auto start = Clock::now();
+  const size_t count = ranks.size();
+  SupervisedResult result;
+  result.last_step.assign(count, 0);
+  result.collectives.assign(count, 0);
+  std::vector<MetricsTail> tails;
+  for (const auto& rank : ranks) tails.emplace_back(rank.metrics_path);
+  std::vector<Clock::time_point> last_progress(count, start);
+  std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
+  std::optional<Clock::time_point> first_death;
+
+  auto drain = [&](bool final_read) {
+    for (size_t rank = 0; rank < count; ++rank) {
+      auto lines = final_read ? tails[rank].read_rest() : tails[rank].read_new_lines();
+      for (const auto& line : lines) {
+        if (line.empty()) continue;
+        ParsedLine parsed = parse_metrics_line(line);
+        if (parsed.status == ParseStatus::Malformed) {
+          ++result.malformed_lines;
+          sink.on_malformed(static_cast<int>(rank), line, parsed.error);
+          continue;
+        }
+        if (!parsed.record) continue;
+        if (const auto* event = std::get_if<EventRecord>(&*parsed.record);
+            event && event->name == "collective") {
+          auto fields = nlohmann::json::parse(event->json, nullptr, false);
+          if (!fields.is_discarded() && fields.contains("seq") && fields["seq"].is_number())
+            entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());
+        }
+        if (const auto* step = std::get_if<StepRecord>(&*parsed.record)) {
+          result.last_step[rank] = std::max(result.last_step[rank], step->step);
+          if (step->collectives) result.collectives[rank] = *step->collectives;
+          last_progress[rank] = Clock::now();
+        }
+        sink.on_record(static_cast<int>(rank), *parsed.record);
+      }
+    }
+  };
+
+  while (true) {
+    drain(false);
+    const auto now = Clock::now();
+    result.ranks = trial.poll();
+    size_t running = 0;
+    for (size_t rank = 0; rank < count; ++rank) {
+      const auto& status = result.ranks[rank];
+      if (status.kind == ExitKind::Running) {
+        ++running;
+        continue;
+      }
+      bool failed = status.kind == ExitKind::Signaled || status.exit_code != 0;
+      if (failed && !status.killed_by_harness && !result.crash) {
+        result.crash = CrashReport{static_cast<int>(rank), status.exit_code, status.signal,
+                                   result.last_step[rank] + 1};
+        first_death = now;
+      }
+    }
+    if (running == 0) break;
+    if (options.interrupted && options.interrupted->load()) {
+      result.interrupted = true;
+      break;
+    }
+    if (sink.should_stop()) {
+      result.stopped_by_sink = true;
+      break;
+    }
+    if (first_death && now - *first_death > options.peer_exit_grace) break;
+    if (options.total_timeout_s > 0 && seconds_between(start, now) > options.total_timeout_s) {
+      result.timed_out = true;
+      break;
+    }
+    double silent_s = 0;
+    bool hung = false;
+    for (size_t rank = 0; rank < count && !first_death; ++rank) {
+      if (result.ranks[rank].kind != ExitKind::Running) continue;
+      const double silent = seconds_between(last_progress[rank], now);
+      const double allowed =
+          result.last_step[rank] == 0 ? options.startup_s : options.step_timeout_s;
+      if (silent > allowed) {
+        hung = true;
+        silent_s = std::max(silent_s, silent);
+      }
+    }
+    if (hung) {
+      result.hang = describe_hang(result, entered, silent_s);
+      break;
+    }
+    std::this_thread::sleep_for(options.poll_interval);
+  }
+  trial.kill_all(options.kill_grace);
+  result.ranks = trial.poll();
+  drain(true);
+  result.wall_s = seconds_between(start, Clock::now());
+  return result;
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,70 @@
+// Watches the ranks of one trial while they run: tails their metrics, hands every record to a
+// sink, and ends the trial on a heartbeat timeout (hang), a rank's death (crash) or the sink's
+// request — always leaving no process behind.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/metrics_record.hpp"
+#include "harness/launch/launcher.hpp"
+
+namespace faultline::harness {
+
+struct SuperviseOptions {
+  double startup_s = 120;      // allowance before the first step record of each rank
+  double step_timeout_s = 60;  // no new step record for this long: a hang
+  double total_timeout_s = 0;  // 0: none
+  std::chrono::milliseconds poll_interval{50};
+  std::chrono::milliseconds kill_grace{2000};
+  // After the first rank dies, how long the others get to end by themselves.
+  std::chrono::milliseconds peer_exit_grace{3000};
+  const std::atomic<bool>* interrupted = nullptr;  // set (by a signal handler) to end the trial
+};
+
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual void on_record(int rank, const MetricsRecord& record) = 0;
+  virtual void on_malformed(int rank, const std::string& line, const std::string& error) = 0;
+  // Polled after each batch of records: true ends the trial now (e.g. a fatal failure was seen).
+  virtual bool should_stop() { return false; }
+};
+
+struct HangReport {
+  std::vector<int> ranks;  // the ranks that stopped short (all ranks when none stands out)
+  int64_t step = 0;        // the step they did not finish (last completed + 1)
+  double silent_s = 0;
+  // From the ranks' collective heartbeats: the collective the others wait in, which `ranks`
+  // never entered; 0 when no rank reported one (one rank, or a trainer without heartbeats).
+  int64_t collective = 0;
+  std::vector<int> waiting;  // the ranks blocked in it
+};
+
+struct CrashReport {
+  int rank = 0;
+  int exit_code = 0;
+  int signal = 0;    // 0 when it exited
+  int64_t step = 0;  // the step it died in (last completed + 1)
+};
+
+struct SupervisedResult {
+  std::vector<RankStatus> ranks;
+  std::vector<int64_t> last_step;    // per rank, 0 if none
+  std::vector<int64_t> collectives;  // per rank: collectives entered at the last step record
+  std::optional<HangReport> hang;
+  std::optional<CrashReport> crash;  // the first rank to die with a non-zero status
+  bool timed_out = false;            // total_timeout_s ran out
+  bool stopped_by_sink = false;
+  bool interrupted = false;
+  int malformed_lines = 0;
+  double wall_s = 0;
+};
+
+SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& ranks,
+                           const SuperviseOptions& options, RecordSink& sink);
+
+}  // namespace faultline::harness

@@ -1,0 +1,63 @@
+// Ladder files through the common config binder: rungs are an array of tables, which the config
+// layer flattens to rungs.<i>.<key>.
+#include "harness/trial/ladder.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "common/config.hpp"
+#include "common/error.hpp"
+
+namespace faultline::harness {
+
+Ladder load_ladder(const std::string& path) {
+  ConfigSource source = ConfigSource::from_file(path);
+  std::set<int> indices;
+  for (const auto& [key, value] : source.values()) {
+    if (key.rfind("rungs.", 0) != 0) continue;
+    auto dot = key.find('.', 6);
+    try {
+      indices.insert(std::stoi(key.substr(6, dot - 6)));
+    } catch (const std::exception&) {
+    }
+  }
+  Ladder ladder;
+  ladder.source = path;
+  ConfigBinder binder(source);
+  for (int index : indices) {
+    Rung rung;
+    const std::string prefix = "rungs." + std::to_string(index) + ".";
+    rung.name = "rung " + std::to_string(index + 1);
+    binder.bind(prefix + "name", rung.name);
+    binder.bind(prefix + "ranks", rung.ranks, {0, 4096});
+    binder.bind(prefix + "steps", rung.steps, {0, {}});
+    binder.bind(prefix + "data_fraction", rung.data_fraction, {0.0, 1.0});
+    if (!(rung.data_fraction > 0))
+      binder.fail(prefix + "data_fraction", "data_fraction must be above 0", "use (0, 1]");
+    ladder.rungs.push_back(rung);
+  }
+  binder.finish();
+  if (ladder.rungs.empty())
+    throw UserError("ladder has no rungs", path,
+                    "add [[rungs]] tables with ranks, steps, data_fraction");
+  return ladder;
+}
+
+std::vector<ResolvedRung> resolve_ladder(const Ladder& ladder, int recipe_ranks,
+                                         int64_t recipe_steps) {
+  std::vector<ResolvedRung> resolved;
+  for (const auto& rung : ladder.rungs) {
+    ResolvedRung next{rung, rung.ranks == 0 ? recipe_ranks : rung.ranks,
+                      rung.steps == 0 ? recipe_steps : std::min(rung.steps, recipe_steps)};
+    if (!resolved.empty()) {
+      const auto& last = resolved.back();
+      if (last.ranks == next.ranks && last.steps == next.steps &&
+          last.rung.data_fraction == next.rung.data_fraction)
+        continue;
+    }
+    resolved.push_back(next);
+  }
+  return resolved;
+}
+
+}  // namespace faultline::harness

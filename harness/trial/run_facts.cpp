@@ -1,0 +1,52 @@
+// Reads a run's start event back from the store.
+#include "harness/trial/run_facts.hpp"
+
+#include "harness/launch/launcher.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+nlohmann::json start_event(store::Store& store, int64_t run_id) {
+  for (const auto& event : store.events(run_id)) {
+    if (event.name != "start" || event.rank != 0) continue;
+    auto start = nlohmann::json::parse(event.json, nullptr, false);
+    return start.is_discarded() ? nlohmann::json::object() : start;
+  }
+  return nlohmann::json::object();
+}
+
+uint64_t samples_used(store::Store& store, int64_t run_id) {
+  const auto start = start_event(store, run_id);
+  if (!start.contains("samples"))
+    throw InfraError("run " + std::to_string(run_id) + " has no start event with its sample count");
+  return start.at("samples").get<uint64_t>();
+}
+
+std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id) {
+  std::vector<std::string> hosts;
+  for (const auto& event : store.events(run_id)) {
+    if (event.name != "start" || event.rank < 0) continue;
+    auto start = nlohmann::json::parse(event.json, nullptr, false);
+    if (start.is_discarded() || !start.contains("host")) continue;
+    if (hosts.size() <= static_cast<size_t>(event.rank)) hosts.resize(event.rank + 1);
+    hosts[event.rank] = start.at("host").get<std::string>();
+  }
+  return hosts;
+}
+
+const std::vector<const char*>& bit_deciding_facts() {
+  static const std::vector<const char*> keys = {"cpu",     "blas",         "blas_kernel",
+                                                "threads", "blas_threads", "torch_version",
+                                                "backend", "world_size"};
+  return keys;
+}
+
+nlohmann::json host_facts(const nlohmann::json& start) {
+  nlohmann::json facts = nlohmann::json::object();
+  for (const char* key : bit_deciding_facts())
+    if (start.contains(key)) facts[key] = start.at(key);
+  if (start.contains("host")) facts["host"] = start.at("host");
+  return facts;
+}
+
+}  // namespace faultline::harness

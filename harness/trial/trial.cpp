@@ -1,0 +1,258 @@
+// The trial runner: validate the recipe, store the run, launch and supervise the ranks while
+// ingesting their metrics and judging them, then classify how it ended and store the verdict.
+#include "harness/trial/trial.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <algorithm>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/trial/ingest_sink.hpp"
+#include "harness/launch/local_launcher.hpp"
+#include "harness/contract/trainer_contract.hpp"
+#include "probes/detectors/run_judge.hpp"
+#include "store/store.hpp"
+#include "trainer/launch_check.hpp"
+#include "trainer/train_config.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+std::string log_tail(const std::string& path, size_t bytes = 2000) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+}
+
+// How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
+// a data anomaly is the trainer reporting a failure the detectors judge from its records; its
+// report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
+// stopped at the total time limit never finished: a `hang` at the step the slowest rank was in.
+void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch,
+                   std::vector<detectors::Failure>& failures, std::string& infra_detail,
+                   const std::vector<RankLaunch>& ranks) {
+  if (result.timed_out) {
+    const int64_t step =
+        result.last_step.empty()
+            ? 1
+            : *std::min_element(result.last_step.begin(), result.last_step.end()) + 1;
+    failures.push_back({detectors::FailureKind::Hang, step, -1,
+                        fmt::format("the total time limit of {} s was reached; the run was "
+                                    "stopped in step {}",
+                                    watch.total_timeout_s, step)});
+  }
+  if (result.hang) {
+    std::string who;
+    for (int rank : result.hang->ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
+    std::string detail = "no step record for " +
+                         std::to_string(static_cast<int>(result.hang->silent_s)) +
+                         " s from rank(s) " + who;
+    if (result.hang->collective > 0) {
+      std::string waiting;
+      for (int rank : result.hang->waiting)
+        waiting += (waiting.empty() ? "" : ",") + std::to_string(rank);
+      detail = "rank(s) " + who + " never entered collective #" +
+               std::to_string(result.hang->collective) + " (step " +
+               std::to_string(result.hang->step) + ") that rank(s) " + waiting + " wait in; " +
+               detail;
+    }
+    failures.push_back({detectors::FailureKind::Hang, result.hang->step,
+                        result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1, detail});
+  }
+  if (!result.crash) return;
+  const auto& crash = *result.crash;
+  using contract::ExitMeaning;
+  const auto meaning = crash.signal == 0
+                           ? contract::TrainerContract::bundled().exit_meaning(crash.exit_code)
+                           : ExitMeaning::Failed;
+  if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
+  if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
+    infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
+                   std::to_string(crash.exit_code) +
+                   " before training: " + log_tail(ranks.at(crash.rank).log_path);
+    return;
+  }
+  if (meaning == ExitMeaning::OutOfMemory) {
+    failures.push_back(
+        {detectors::FailureKind::Oom, crash.step, crash.rank,
+         "rank " + std::to_string(crash.rank) + " ran out of memory (the trainer reported it)"});
+    return;
+  }
+  if (crash.signal == SIGKILL) {
+    failures.push_back(
+        {detectors::FailureKind::Oom, crash.step, crash.rank,
+         "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
+    return;
+  }
+  std::string how = crash.signal ? "died of " + signal_name(crash.signal)
+                                 : "exited with code " + std::to_string(crash.exit_code);
+  failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
+                      "rank " + std::to_string(crash.rank) + " " + how});
+}
+
+std::string iso_now() {
+  std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buffer;
+}
+
+}  // namespace
+
+const char* to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::Pass:
+      return "pass";
+    case Verdict::Fail:
+      return "fail";
+    case Verdict::Skip:
+      return "skip";
+    case Verdict::InfraError:
+      return "infra_error";
+  }
+  return "?";
+}
+
+std::vector<std::string> trial_overrides(const TrialSpec& spec) {
+  std::vector<std::string> overrides = spec.overrides;
+  if (spec.stop_after > 0)
+    overrides.push_back("train.stop_after=" + std::to_string(spec.stop_after));
+  if (spec.data_fraction > 0)
+    overrides.push_back("data.fraction=" + std::to_string(spec.data_fraction));
+  overrides.push_back("dist.ranks=" + std::to_string(spec.ranks));
+  return overrides;
+}
+
+std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer) {
+  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
+  for (const auto& assignment : trial_overrides(spec)) {
+    argv.push_back("--set");
+    argv.push_back(assignment);
+  }
+  if (!spec.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(spec.resume);
+  }
+  return argv;
+}
+
+TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
+    : store_(store), launcher_(launcher), options_(std::move(options)) {}
+
+Outcome TrialRunner::run(const TrialSpec& spec) {
+  const auto overrides = trial_overrides(spec);
+  // Validate here: a bad recipe is the user's error, reported before anything is launched.
+  const auto config = trainer::load_train_config(spec.config_path, overrides);
+  trainer::check_launchable(config, spec.ranks);
+
+  store::RunInfo info;
+  info.config_path = spec.config_path;
+  info.config = config.canonical;
+  info.config_hash = config.hash;
+  info.ranks = spec.ranks;
+  info.steps =
+      spec.stop_after > 0 ? std::min(spec.stop_after, config.train.steps) : config.train.steps;
+  info.data_fraction = config.data.fraction;
+  info.launcher = launcher_.name();
+  info.parent = spec.parent;
+  info.owner_pid = getpid();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  info.owner_host = host;
+  std::vector<std::string> argv = trainer_argv(spec, options_.trainer);
+  Outcome outcome;
+  outcome.ranks = spec.ranks;
+  // The run's directory is named after its id, and the argv names the directory: one
+  // transaction, so no run is ever stored without the command line it ran.
+  store_.in_transaction([&] {
+    outcome.run_id = store_.create_run(info);
+    // Run ids restart with each store: a directory left by another store's run is not reused
+    // (its metrics file would be read as this run's).
+    outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id);
+    for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
+      outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." +
+                        std::to_string(again);
+    argv.push_back("--out");
+    argv.push_back(outcome.out_dir);
+    info.argv_json = nlohmann::json(argv).dump();
+    store_.set_run_argv(outcome.run_id, info.argv_json);
+  });
+  std::filesystem::create_directories(outcome.out_dir);
+
+  std::vector<RankLaunch> ranks;
+  const int port = pick_free_port();
+  for (int rank = 0; rank < spec.ranks; ++rank) {
+    RankLaunch launch;
+    launch.rank = rank;
+    launch.argv = argv;
+    launch.metrics_path = outcome.out_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
+    launch.log_path = outcome.out_dir + "/rank" + std::to_string(rank) + ".log";
+    launch.env = {
+        {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(spec.ranks)},
+        {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
+    if (static_cast<size_t>(rank) < spec.hosts.size())
+      launch.env["FAULTLINE_HOST"] = spec.hosts[static_cast<size_t>(rank)];
+    ranks.push_back(launch);
+  }
+
+  detectors::RunJudge judge(options_.thresholds,
+                            detectors::RunContext{spec.ranks, config.schedule.warmup_steps});
+  IngestSink sink(store_, outcome.run_id, judge, options_.observer);
+  if (options_.observer) {
+    TrialStart start{outcome.run_id, outcome.out_dir, {}, spec.ranks, info.steps};
+    for (const auto& rank : ranks) start.logs.push_back(rank.log_path);
+    options_.observer->started(start);
+  }
+  SupervisedResult result;
+  try {
+    auto trial = launcher_.launch(ranks);
+    SuperviseOptions watch = options_.supervise;
+    watch.interrupted = options_.interrupted;
+    result = supervise(*trial, ranks, watch, sink);
+  } catch (const InfraError& error) {
+    outcome.infra_detail = error.what();
+  }
+  sink.flush();
+
+  outcome.interrupted = result.interrupted;
+  outcome.malformed = sink.malformed();
+  outcome.wall_s = result.wall_s;
+  for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
+  if (outcome.infra_detail.empty())
+    classify_exit(result, options_.supervise, outcome.failures, outcome.infra_detail, ranks);
+  for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
+  if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
+  auto summary = store_.summarize(outcome.run_id);
+  if (summary.ranks > 0) outcome.steps_run = summary.steps / summary.ranks;
+  outcome.first_loss = summary.first_loss;
+  outcome.last_loss = summary.last_loss;
+  if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;
+
+  if (!outcome.infra_detail.empty())
+    outcome.verdict = Verdict::InfraError;
+  else
+    outcome.verdict = outcome.failures.empty() ? Verdict::Pass : Verdict::Fail;
+
+  info.status = outcome.interrupted ? store::RunStatus::Interrupted : store::RunStatus::Finished;
+  info.verdict = outcome.interrupted ? "" : to_string(outcome.verdict);
+  if (result.crash) {
+    info.exit_code = result.crash->exit_code;
+    if (result.crash->signal) info.signal = signal_name(result.crash->signal);
+  } else if (!result.ranks.empty()) {
+    info.exit_code = 0;
+  }
+  info.ended_at = iso_now();
+  for (const auto& failure : outcome.failures)
+    info.failures.push_back({to_string(failure.kind), failure.step, failure.rank, failure.detail});
+  info.malformed = outcome.malformed;
+  store_.finish_run(outcome.run_id, info);
+  return outcome;
+}
+
+}  // namespace faultline::harness

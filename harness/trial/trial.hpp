@@ -1,0 +1,84 @@
+// One supervised, stored, judged trainer run: a TrialSpec in, an Outcome out. Every expected
+// failure (crash, hang, non-finite loss, the launcher failing) is a value in the Outcome.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/launch/launcher.hpp"
+#include "harness/launch/supervisor.hpp"
+#include "harness/trial/trial_observer.hpp"
+#include "probes/detectors/failure.hpp"
+#include "probes/detectors/thresholds.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness {
+
+struct TrialSpec {
+  std::string config_path;             // the trainer recipe
+  std::vector<std::string> overrides;  // --set, applied before the trial's own keys
+  int ranks = 1;
+  int64_t stop_after = 0;    // 0: the recipe's whole run; else a prefix of it (train.stop_after)
+  double data_fraction = 0;  // 0: the recipe's own
+  std::string resume;        // a checkpoint, or ""
+  std::string parent;        // stored with the run, e.g. "smoke"
+  // The host label of each rank (FAULTLINE_HOST), by rank; empty or short: the machine's own
+  // name for the ranks not listed. On one machine labels stand for hosts (docs/ranks.md).
+  std::vector<std::string> hosts;
+  int repeat = 0;  // > 0: the k-th identical run of this spec again (never changes its command)
+};
+
+enum class Verdict { Pass, Fail, Skip, InfraError };
+const char* to_string(Verdict verdict);
+
+// One rank's metrics lines that were not the protocol: counted and reported, never fatal. The
+// store keeps them with the run in the same shape.
+using MalformedLines = store::RankMalformed;
+
+struct Outcome {
+  Verdict verdict = Verdict::InfraError;
+  std::vector<detectors::Failure> failures;
+  int64_t run_id = 0;
+  std::string infra_detail;  // why it could not run, with the log's tail
+  std::string out_dir;
+  int64_t last_step = 0;
+  int64_t steps_run = 0;  // trainer steps this trial executed (per rank)
+  int ranks = 1;          // its world size: steps_run × ranks is its cost in rank-steps
+  std::optional<double> first_loss, last_loss;
+  double tokens_per_s = 0;
+  double wall_s = 0;
+  bool interrupted = false;
+  std::vector<MalformedLines> malformed;  // ranks with any, by rank; also stored with the run
+};
+
+struct RunnerOptions {
+  std::string trainer;   // path of faultline-train (or a protocol-speaking trainer)
+  std::string work_dir;  // runs go to <work_dir>/run-<id>/
+  SuperviseOptions supervise;
+  detectors::Thresholds thresholds;
+  const std::atomic<bool>* interrupted = nullptr;  // set by a SIGINT handler
+  TrialObserver* observer = nullptr;               // progress lines; null: none
+};
+
+class TrialRunner {
+ public:
+  TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options);
+  Outcome run(const TrialSpec& spec);
+  const RunnerOptions& options() const { return options_; }
+  Launcher& launcher() const { return launcher_; }
+
+ private:
+  store::Store& store_;
+  Launcher& launcher_;
+  RunnerOptions options_;
+};
+
+// The trial's overrides: the spec's own, then its scale (stop_after, data fraction, ranks).
+std::vector<std::string> trial_overrides(const TrialSpec& spec);
+
+// The trainer command line of a trial, without --out (what a finding's repro says).
+std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer);
+
+}  // namespace faultline::harness

@@ -1,0 +1,63 @@
+// Trials cached by the content hash of what decides their result (recipe text, overrides, scale,
+// the checkpoint resumed from, the trainer binary): a search that is killed and run again finds
+// every finished trial here instead of running it twice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/trial/trial.hpp"
+
+namespace faultline::store {
+// A run's malformed-lines count as cached outcomes and --json documents carry it.
+void to_json(nlohmann::json& json, const RankMalformed& malformed);
+void from_json(const nlohmann::json& json, RankMalformed& malformed);
+}  // namespace faultline::store
+
+namespace faultline::harness {
+
+// The spec as stored, with the facts that decide its result (content hashes, not just paths).
+nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
+                              const std::string& judge);
+std::string trial_hash(const nlohmann::json& identity);
+
+nlohmann::json to_json(const Outcome& outcome);
+Outcome outcome_from_json(const nlohmann::json& json);
+
+enum class CacheUse { Reuse, Rerun };  // Rerun: run it again and replace the stored result
+
+struct CachedOutcome {
+  Outcome outcome;
+  bool from_cache = false;
+};
+
+// Wraps a TrialRunner. Interrupted and infra_error outcomes are never reused: they say nothing
+// about the spec.
+class TrialCache {
+ public:
+  // `judge`: what else decides a verdict (detector thresholds, timeouts), as text.
+  TrialCache(store::Store& store, TrialRunner& runner, std::string trainer, std::string judge);
+  CachedOutcome run(const TrialSpec& spec, CacheUse use = CacheUse::Reuse);
+  // The same for several specs, up to `jobs` at once (each in a thread with its own store handle
+  // and launcher); outcomes in the order of `specs`.
+  std::vector<CachedOutcome> run_all(const std::vector<TrialSpec>& specs, int jobs,
+                                     CacheUse use = CacheUse::Reuse);
+
+  int64_t trials_run() const { return trials_run_; }
+  int64_t trials_reused() const { return trials_reused_; }
+  int64_t steps_executed() const { return steps_executed_; }  // by trials run, not reused
+
+ private:
+  std::optional<Outcome> stored(const std::string& hash) const;
+  store::Store& store_;
+  TrialRunner& runner_;
+  std::string trainer_;
+  std::string judge_;
+  int64_t trials_run_ = 0, trials_reused_ = 0, steps_executed_ = 0;
+};
+
+}  // namespace faultline::harness
