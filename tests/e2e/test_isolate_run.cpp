@@ -194,3 +194,28 @@ TEST(IsolateRun, ReproAfterTheRecipeWasEditedReplaysTheStoredConfigBitwiseAndSay
   EXPECT_THAT(edited.result.output, HasSubstr("changed since the finding"));
   EXPECT_THAT(edited.result.output, HasSubstr("bitwise identical: yes"));
 }
+
+TEST(IsolateRun, KilledIsolateOfAStoredRunResumesWithoutRepeatingFinishedTrials) {
+  const std::string dir = make_temp_dir("isolate-run-kill");
+  const std::string db = dir + "/faultline.db";
+  const uint64_t poison = sample_first_drawn_in(100, 120);
+  const int64_t run = stored_failing_run(dir, {"fault.poison_sample=" + std::to_string(poison)});
+  ASSERT_GT(run, 0);
+  auto finished_runs = [&] {
+    int finished = 0;
+    for (const auto& stored : faultline::store::Store::open(db).list_runs(-1))
+      finished += stored.status == faultline::store::RunStatus::Finished;
+    return finished;
+  };
+  // SIGKILL once the replay from the checkpoint is stored (the failing run is the first).
+  auto killed = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300,
+                              [&] { return finished_runs() >= 2; });
+  ASSERT_EQ(killed.result.signal, SIGKILL) << killed.result.output;
+
+  auto resumed = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+  EXPECT_EQ(resumed.doc.at("samples"), nlohmann::json::array({poison}));
+  EXPECT_THAT(resumed.result.output, HasSubstr("stored trial reused"));
+  // Each trial's run is stored once: the failing run plus one per trial.
+  EXPECT_EQ(finished_runs(), 1 + resumed.doc.at("trials").get<int>());
+}
