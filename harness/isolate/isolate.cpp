@@ -110,7 +110,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   if (request.from_run > 0) {
     evidence = isolate::load_evidence(context, request.from_run);
     failing = evidence->spec;
-    expected_kind = evidence->failure.kind;
+    if (evidence->failure) expected_kind = evidence->failure->kind;
   }
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
@@ -122,6 +122,19 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     state["rank_steps_executed"] = context.rank_steps_executed;
     store_.update_search(result.search_id, state.dump(), status);
   };
+
+  // 0. a stored multi-rank run that passed: its own records are the run the ranks are checked on
+  if (evidence && !evidence->failure) {
+    checkpoint("ranks", store::SearchStatus::Running);
+    const Outcome stored = isolate::stored_outcome(context, *evidence);
+    if (auto diverging = isolate::locate_diverging_ranks(context, failing, stored))
+      return store_rank_finding(context, result, state, checkpoint, *diverging, stored);
+    result.message = "run " + std::to_string(evidence->run_id) + " passed every detector and its " +
+                     std::to_string(failing.ranks) +
+                     " ranks agree with a 1-rank replay of the same batches";
+    checkpoint("not reproduced", store::SearchStatus::Done);
+    return result;
+  }
 
   // 1. reproduce: from the stored run's last checkpoint before the failure, else from step 0
   std::string why_not;

@@ -46,23 +46,41 @@ Evidence load_evidence(Context& context, int64_t run_id) {
     if (auto kind = detectors::parse_failure_kind(f.kind))
       failures.push_back({*kind, f.step, f.rank, f.detail});
   auto failure = primary_failure(failures);
-  if (run->verdict != "fail" || !failure)
+  // A multi-rank run that passed may still hide ranks that disagree (silent corruption).
+  const bool rank_check = run->verdict == "pass" && run->ranks > 1;
+  if (!rank_check && (run->verdict != "fail" || !failure))
     throw UserError(
         "run " + std::to_string(run->id) + " did not fail (verdict '" + run->verdict + "')",
-        "--run", "choose a failing run: `faultline runs` shows verdicts");
+        "--run",
+        "choose a failing run, or a passing multi-rank one to check its ranks: `faultline "
+        "runs` shows verdicts");
   Evidence evidence;
   evidence.run_id = run->id;
   evidence.spec = spec_from_run(*run, context.options.work_dir);
-  evidence.failure = *failure;
+  if (!rank_check) evidence.failure = *failure;
   evidence.checkpoints = contract::checkpoints(store, run->id);
   evidence.steps = run->steps;
   return evidence;
 }
 
+Outcome stored_outcome(Context& context, const Evidence& evidence) {
+  Outcome outcome;
+  outcome.verdict = Verdict::Pass;
+  outcome.run_id = evidence.run_id;
+  outcome.ranks = evidence.spec.ranks;
+  for (const auto& record : context.store.steps(evidence.run_id))
+    outcome.last_step = std::max(outcome.last_step, record.step);
+  return outcome;
+}
+
 std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,
                                             std::string& why_not) {
   const auto& trainer = context.trainer;
-  const auto& failure = evidence.failure;
+  if (!evidence.failure) {
+    why_not = "run " + std::to_string(evidence.run_id) + " passed every detector";
+    return std::nullopt;
+  }
+  const auto& failure = *evidence.failure;
   const int64_t shown = detectors::evidence_step(failure);
   if (failure.step <= 0 || shown <= 0) {
     why_not = std::string(to_string(failure.kind)) + " is a property of the whole run";

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "bisect/observation.hpp"
-#include "harness/isolate/isolate.hpp"
 #include "harness/contract/trainer_contract.hpp"
+#include "harness/isolate/isolate.hpp"
 #include "probes/detectors/failure.hpp"
 
 namespace faultline::harness::isolate {
@@ -74,11 +74,13 @@ struct Reproduction {
 struct Evidence {
   int64_t run_id = 0;
   TrialSpec spec;  // its resolved config, written back as a recipe, at its ranks
-  detectors::Failure failure;
+  std::optional<detectors::Failure> failure;  // nullopt: a passing multi-rank run (rank check)
   std::vector<contract::Checkpoint> checkpoints;
   int64_t steps = 0;  // the steps it ran
 };
 Evidence load_evidence(Context& context, int64_t run_id);
+// The stored run as an outcome the rank search can compare with (it ran nothing new).
+Outcome stored_outcome(Context& context, const Evidence& evidence);
 // The failure replayed from the last checkpoint before it, to the step that shows it: on one
 // rank with N-fold accumulation first, then at the run's own ranks. nullopt (and why) when no
 // checkpoint precedes it or neither replay shows it; the caller then runs from step 0.

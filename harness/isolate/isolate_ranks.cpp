@@ -114,6 +114,32 @@ class ReplicaCheck {
   std::string from_path_;
 };
 
+// The steps of rank 0's params fingerprints in a run.
+std::vector<int64_t> fingerprinted_steps(store::Store& store, int64_t run_id) {
+  std::vector<int64_t> steps;
+  for (const auto& record : store.fingerprints(run_id))
+    if (record.what == "params" && record.rank == 0) steps.push_back(record.step);
+  return steps;
+}
+
+// nullopt when the step before `step` is fingerprinted (the divergence is exact); else the
+// window after the last fingerprinted step, replayed at the run's ranks with a fingerprint
+// every step.
+std::optional<Outcome> exact_window(Context& context, const TrialSpec& spec, const Outcome& outcome,
+                                    int64_t step) {
+  int64_t agreed = 0;
+  for (int64_t fingerprinted : fingerprinted_steps(context.store, outcome.run_id))
+    if (fingerprinted < step) agreed = std::max(agreed, fingerprinted);
+  if (agreed == step - 1) return std::nullopt;
+  const auto& trainer = context.trainer;
+  auto from = contract::last_before(checkpoints_of(context, outcome), agreed + 1);
+  context.begin_phase("ranks: replay steps " + std::to_string((from ? from->step : 0) + 1) + ".." +
+                          std::to_string(step) + " fingerprinting every step",
+                      1);
+  return context.run(
+      trainer.prefix(trainer.fingerprints_every_step(trainer.resume(spec, from)), step));
+}
+
 void require_ran(const Outcome& outcome, const std::string& what) {
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
@@ -157,10 +183,28 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
       first_divergence(context.store.fingerprints(outcome.run_id),
                        context.store.fingerprints(alone.run_id), "params", kRankTolerance);
   if (!divergence) return std::nullopt;
+  // A run that fingerprints sparsely (a stored run) dates the divergence only to after its last
+  // agreeing fingerprint: that window is replayed at its ranks, fingerprinting every step, from
+  // the checkpoint before it.
+  Outcome located = outcome;
+  if (auto window = exact_window(context, spec, outcome, divergence->step)) {
+    require_ran(*window, "the replay of the diverging window");
+    // The run's own fingerprints before the window keep the drift measured so far.
+    auto prints = context.store.fingerprints(window->run_id);
+    int64_t first = INT64_MAX;
+    for (const auto& record : prints) first = std::min(first, record.step);
+    for (const auto& record : context.store.fingerprints(outcome.run_id))
+      if (record.step < first) prints.push_back(record);
+    if (auto exact = first_divergence(prints, context.store.fingerprints(alone.run_id), "params",
+                                      kRankTolerance)) {
+      divergence = exact;
+      located = *window;
+    }
+  }
 
   // 2. The replica check at that step, and its 1-rank reference.
   context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
-  ReplicaCheck check(context, spec, config, outcome, divergence->step);
+  ReplicaCheck check(context, spec, config, located, divergence->step);
   std::vector<std::string> failing_hosts = spec.hosts;
   failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
   RankLocation location;

@@ -40,7 +40,8 @@ std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>&
     auto other = reference_steps.find(step);
     if (other == reference_steps.end()) continue;
     const double distance = sketch_distance(*record, *other->second);
-    if (!(distance <= tolerance)) return Divergence{step, distance, healthy};
+    if (std::isnan(distance) || (distance > tolerance && distance > kDivergenceJump * healthy))
+      return Divergence{step, distance, healthy};
     healthy = std::max(healthy, distance);
   }
   return std::nullopt;

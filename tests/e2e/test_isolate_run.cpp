@@ -219,3 +219,23 @@ TEST(IsolateRun, KilledIsolateOfAStoredRunResumesWithoutRepeatingFinishedTrials)
   // Each trial's run is stored once: the failing run plus one per trial.
   EXPECT_EQ(finished_runs(), 1 + resumed.doc.at("trials").get<int>());
 }
+
+TEST(IsolateRun, SilentGradientCorruptionOnOneOfFourRanksIsNamedFromAPassingStoredRun) {
+  const std::string dir = make_temp_dir("isolate-run-ranks");
+  auto train = faultline_cli(
+      with_sets({"train", "-c", kMicro, "--json"},
+                {"dist.ranks=4", "fault.corrupt_grad_rank=2", "fault.corrupt_grad_step=234"}),
+      dir, 300);
+  ASSERT_EQ(train.result.exit_code, 0) << "silent: no detector fails it\n" << train.result.output;
+  const int64_t run = train.doc.at("run_id");
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 600);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
+  EXPECT_EQ(cli.doc.at("step"), 234);
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({2}));
+  EXPECT_EQ(cli.doc.at("failing_run"), run);
+  // The whole run once on one rank (1/4 of its rank-steps), the window after the last agreeing
+  // fingerprint at 4 ranks, the replica check from the same checkpoint, and its reference.
+  EXPECT_LE(cli.doc.at("rank_steps_executed").get<int64_t>(), 400 + 2 * 4 * kEvery + 1)
+      << cli.doc.dump();
+}
