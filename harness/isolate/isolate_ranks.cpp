@@ -140,6 +140,13 @@ std::optional<Outcome> exact_window(Context& context, const TrialSpec& spec, con
       trainer.prefix(trainer.fingerprints_every_step(trainer.resume(spec, from)), step));
 }
 
+// One checkpoint interval of the run, (from, to], and its 1-rank replay.
+struct Interval {
+  std::optional<contract::Checkpoint> from;  // nullopt: step 0
+  int64_t to = 0;
+  int64_t alone_run = 0;
+};
+
 void require_ran(const Outcome& outcome, const std::string& what) {
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
@@ -172,53 +179,100 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   if (world < 2) return std::nullopt;
   const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
 
-  // 1. The first step whose update leaves the 1-rank replay of the same global batches.
-  context.begin_phase("ranks: compare with 1 rank", 1);
-  TrialSpec single = context.trainer.fingerprints_every_step(
-      context.trainer.accumulate(spec, 1, config.train.grad_accum * world));
-  single.stop_after = outcome.last_step;
-  const Outcome alone = context.run(single);
-  require_ran(alone, "the 1-rank replay");
-  auto divergence =
-      first_divergence(context.store.fingerprints(outcome.run_id),
-                       context.store.fingerprints(alone.run_id), "params", kRankTolerance);
-  if (!divergence) return std::nullopt;
-  // A run that fingerprints sparsely (a stored run) dates the divergence only to after its last
-  // agreeing fingerprint: that window is replayed at its ranks, fingerprinting every step, from
-  // the checkpoint before it.
-  Outcome located = outcome;
-  if (auto window = exact_window(context, spec, outcome, divergence->step)) {
-    require_ran(*window, "the replay of the diverging window");
-    // The run's own fingerprints before the window keep the drift measured so far.
-    auto prints = context.store.fingerprints(window->run_id);
-    int64_t first = INT64_MAX;
-    for (const auto& record : prints) first = std::min(first, record.step);
-    for (const auto& record : context.store.fingerprints(outcome.run_id))
-      if (record.step < first) prints.push_back(record);
-    if (auto exact = first_divergence(prints, context.store.fingerprints(alone.run_id), "params",
-                                      kRankTolerance)) {
-      divergence = exact;
-      located = *window;
-    }
+  // 1. The first step whose update leaves a 1-rank replay of the same global batches. Each
+  // checkpoint interval is replayed on one rank from the run's own checkpoint: the whole run once
+  // at 1/N of its rank-steps, and the reduction-order drift starts again from 0 each interval.
+  const auto& trainer = context.trainer;
+  const TrialSpec single =
+      trainer.fingerprints_every_step(trainer.accumulate(spec, 1, config.train.grad_accum * world));
+  std::vector<Interval> intervals;
+  std::optional<contract::Checkpoint> start;
+  for (const auto& checkpoint : checkpoints_of(context, outcome)) {
+    if (checkpoint.step >= outcome.last_step) break;
+    intervals.push_back({start, checkpoint.step, 0});
+    start = checkpoint;
   }
+  intervals.push_back({start, outcome.last_step, 0});
+  context.begin_phase(
+      "ranks: compare with 1 rank, " + std::to_string(intervals.size()) + " interval(s)",
+      static_cast<int64_t>(intervals.size()));
+  std::vector<TrialSpec> replays;
+  for (const auto& interval : intervals)
+    replays.push_back(trainer.prefix(trainer.resume(single, interval.from), interval.to));
+  const auto alone_runs = context.run(replays);
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    require_ran(alone_runs[i], "the 1-rank replay");
+    intervals[i].alone_run = alone_runs[i].run_id;
+  }
+  const int64_t alone_run = alone_runs.front().run_id;
+  const auto run_prints = context.store.fingerprints(outcome.run_id);
+  // The first candidate after `after`, interval by interval.
+  auto next_candidate =
+      [&](int64_t after,
+          const std::vector<FingerprintRecord>& prints) -> std::optional<Divergence> {
+    for (const auto& interval : intervals) {
+      const int64_t from = interval.from ? interval.from->step : 0;
+      if (interval.to <= after) continue;
+      std::vector<FingerprintRecord> inside;
+      for (const auto& record : prints)
+        if (record.step > from && record.step <= interval.to) inside.push_back(record);
+      if (auto found = first_divergence(inside, context.store.fingerprints(interval.alone_run),
+                                        "params", kRankTolerance, std::max(after, from)))
+        return found;
+    }
+    return std::nullopt;
+  };
 
-  // 2. The replica check at that step, and its 1-rank reference.
-  context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
-  ReplicaCheck check(context, spec, config, located, divergence->step);
+  // 2. The replica check at each candidate step. Drift that jumped by chance shows no odd rank
+  // there: the next candidate after it is tried, up to kCandidates.
+  constexpr int kCandidates = 3;
   std::vector<std::string> failing_hosts = spec.hosts;
   failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
+  std::optional<Divergence> divergence;
+  std::optional<ReplicaCheck> check;
   RankLocation location;
-  location.step = divergence->step;
-  location.replica_spec = check.replica(failing_hosts);
-  location.replica_outcome = context.run(location.replica_spec);
-  require_ran(location.replica_outcome, "the replica check");
-  const Outcome reference = context.run(check.reference(location.replica_outcome));
-  require_ran(reference, "the 1-rank reference replay");
+  std::vector<RankAgreement> agreement;
+  Outcome reference;
+  int64_t after = 0;
+  for (int candidate = 0; candidate < kCandidates; ++candidate) {
+    divergence = next_candidate(after, run_prints);
+    if (!divergence) return std::nullopt;
+    // A run that fingerprints sparsely (a stored run) dates the divergence only to after its
+    // last agreeing fingerprint: that window is replayed at its ranks, fingerprinting every
+    // step, from the checkpoint before it.
+    Outcome located = outcome;
+    if (auto window = exact_window(context, spec, outcome, divergence->step)) {
+      require_ran(*window, "the replay of the diverging window");
+      // The run's own fingerprints before the window keep the drift measured so far.
+      auto prints = context.store.fingerprints(window->run_id);
+      int64_t first = INT64_MAX;
+      for (const auto& record : prints) first = std::min(first, record.step);
+      for (const auto& record : context.store.fingerprints(outcome.run_id))
+        if (record.step < first) prints.push_back(record);
+      if (auto exact = next_candidate(after, prints)) {
+        divergence = exact;
+        located = *window;
+      }
+    }
+    context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
+    check.emplace(context, spec, config, located, divergence->step);
+    location = RankLocation{};
+    location.step = divergence->step;
+    location.replica_spec = check->replica(failing_hosts);
+    location.replica_outcome = context.run(location.replica_spec);
+    require_ran(location.replica_outcome, "the replica check");
+    reference = context.run(check->reference(location.replica_outcome));
+    require_ran(reference, "the 1-rank reference replay");
+    agreement = compare_ranks(context.store.fingerprints(location.replica_outcome.run_id),
+                              grads_at(context.store.fingerprints(reference.run_id), check->step()),
+                              check->step(), kRankTolerance);
+    location.ranks = odd_ranks(agreement);
+    if (!location.ranks.empty()) break;
+    after = divergence->step;
+  }
+  if (location.ranks.empty()) return std::nullopt;  // drift only: every candidate's ranks agree
   const auto reference_prints = context.store.fingerprints(reference.run_id);
-  const FingerprintRecord* expected = grads_at(reference_prints, check.step());
-  auto agreement = compare_ranks(context.store.fingerprints(location.replica_outcome.run_id),
-                                 expected, check.step(), kRankTolerance);
-  location.ranks = odd_ranks(agreement);
+  const FingerprintRecord* expected = grads_at(reference_prints, check->step());
 
   // 3. A bad host or a bad rank: with spare labels, the hosts taking part are searched.
   const auto hosts = rank_hosts(context.store, location.replica_outcome.run_id);
@@ -232,10 +286,10 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   if (!location.ranks.empty() && failing_hosts.size() == static_cast<size_t>(world) &&
       !spares.empty()) {
     auto disagrees = [&](const std::vector<std::string>& labels) {
-      Outcome replica = context.run(check.replica(labels));
+      Outcome replica = context.run(check->replica(labels));
       require_ran(replica, "a replica check on other hosts");
       return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
-                                      check.step(), kRankTolerance))
+                                      check->step(), kRankTolerance))
                   .empty();
     };
     context.begin_phase("ranks: which hosts", static_cast<int64_t>(2 * world));
@@ -284,18 +338,17 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
                        {"tolerance", kRankTolerance},
                        {"healthy_max_distance", divergence->healthy_max},
                        {"divergence_distance", number_or_null(divergence->distance)},
-                       {"one_rank_run", alone.run_id},
+                       {"one_rank_run", alone_run},
                        {"reference_run", reference.run_id},
                        {"replica_run", location.replica_outcome.run_id}};
   std::string who;
   for (int rank : location.ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
-  location.detail =
-      "step " + std::to_string(location.step) +
-      "'s update differs from a 1-rank replay (distance " + json(divergence->distance).dump() +
-      " > " + json(kRankTolerance).dump() + "); fed the same batch, " +
-      (who.empty() ? std::string("no rank disagrees (the divergence is not one rank's)")
-                   : "rank(s) " + who + " compute different local gradients") +
-      (location.host.empty() ? "" : " (host " + location.host + ")") + host_note;
+  location.detail = "step " + std::to_string(location.step) +
+                    "'s update differs from a 1-rank replay (distance " +
+                    json(divergence->distance).dump() + " > " + json(kRankTolerance).dump() +
+                    "); fed the same batch, " + "rank(s) " + who +
+                    " compute different local gradients" +
+                    (location.host.empty() ? "" : " (host " + location.host + ")") + host_note;
   return location;
 }
 

@@ -33,14 +33,17 @@ std::map<int64_t, const FingerprintRecord*> by_step(const std::vector<Fingerprin
 
 std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>& run,
                                            const std::vector<FingerprintRecord>& reference,
-                                           const std::string& what, double tolerance) {
+                                           const std::string& what, double tolerance,
+                                           int64_t after) {
   const auto reference_steps = by_step(reference, what, 0);
   double healthy = 0;
   for (const auto& [step, record] : by_step(run, what, 0)) {
     auto other = reference_steps.find(step);
     if (other == reference_steps.end()) continue;
     const double distance = sketch_distance(*record, *other->second);
-    if (std::isnan(distance) || (distance > tolerance && distance > kDivergenceJump * healthy))
+    if (step > after && std::isnan(distance)) return Divergence{step, distance, healthy};
+    if (std::isnan(distance)) continue;
+    if (step > after && (distance > tolerance && distance > kDivergenceJump * healthy))
       return Divergence{step, distance, healthy};
     healthy = std::max(healthy, distance);
   }

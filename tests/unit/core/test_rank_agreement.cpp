@@ -38,9 +38,9 @@ TEST(RankAgreement, FirstDivergenceIsTheFirstStepBeyondTolerance) {
 }
 
 TEST(RankAgreement, SmoothDriftPastTheToleranceIsNotADivergenceButAJumpIs) {
-  // Reduction-order drift as measured on a 400-step 4-rank micro run: past the tolerance from
-  // step 12, dipping and growing at most 1.3x its largest; the corrupted update at step 9 here
-  // jumps 4x.
+  // Reduction-order drift (as measured on a 400-step 4-rank micro run, in units of 1e-5 past
+  // a tolerance of 1e-5): dipping, growing at most 1.3x its largest; the corrupted update at
+  // step 9 here jumps 4x.
   const std::vector<double> drift = {5e-6,   8e-6,   1.1e-5, 1.3e-5, 3.8e-6,
                                      1.6e-5, 1.7e-5, 1.8e-5, 7.2e-5, 1.4e-4};
   std::vector<FingerprintRecord> run, reference;
