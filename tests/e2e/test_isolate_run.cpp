@@ -239,3 +239,49 @@ TEST(IsolateRun, SilentGradientCorruptionOnOneOfFourRanksIsNamedFromAPassingStor
   EXPECT_LE(cli.doc.at("rank_steps_executed").get<int64_t>(), 400 + 2 * 4 * kEvery + 1)
       << cli.doc.dump();
 }
+
+TEST(IsolateRun, AnImportedPoisonedSampleRunIsNamedToItsSampleAndShard) {
+  const std::string dir = make_temp_dir("isolate-import-poison");
+  const uint64_t poison = sample_first_drawn_in(100, 120);
+  const std::string out = dir + "/plain-run";
+  plain_run(out, {"fault.poison_sample=" + std::to_string(poison)});
+  auto imported = faultline_cli({"import", out, "--json"}, dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), first_step_drawing(poison));
+  EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
+  EXPECT_EQ(cli.doc.at("shards"),
+            nlohmann::json::array({poison < 511 ? "synth-000" : "synth-001"}));
+  expect_one_interval(cli.doc);
+}
+
+TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
+  const std::string dir = make_temp_dir("isolate-import-ranks");
+  const std::string out = dir + "/cluster-job";
+  const int port = free_port();
+  std::vector<ProcessSpec> ranks;
+  for (int rank = 0; rank < 4; ++rank)
+    ranks.push_back(
+        {with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
+                   {"dist.ranks=4", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=234"}),
+         {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", "4"},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}},
+         300});
+  for (const auto& result : run_processes(ranks)) ASSERT_EQ(result.exit_code, 0) << result.output;
+  auto imported = faultline_cli({"import", out, "--ranks", "4", "--json"}, dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("verdict"), "pass");
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      600);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
+  EXPECT_EQ(cli.doc.at("step"), 234);
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({1}));
+}
