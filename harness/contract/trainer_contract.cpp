@@ -131,6 +131,23 @@ TrialSpec TrainerContract::fingerprints_every_step(TrialSpec spec) const {
   return with(std::move(spec), {"probe.fingerprint_every=1"});
 }
 
+std::vector<std::string> TrainerContract::scale_overrides(const TrialSpec& spec) const {
+  std::vector<std::string> overrides;
+  if (spec.stop_after > 0) overrides.push_back(key("train.stop_after", spec.stop_after));
+  if (spec.data_fraction > 0)
+    overrides.push_back(fmt::format("data.fraction={}", spec.data_fraction));
+  overrides.push_back(key("dist.ranks", spec.ranks));
+  return overrides;
+}
+
+bool TrainerContract::watches_only(const std::string& name) const {
+  static const std::vector<std::string> watching = {
+      "train.stop_after", "train.log_every", "train.checkpoint_every",
+      "dist.timeout_s",   "dist.ranks",      "data.fraction"};
+  return name.rfind("probe.", 0) == 0 ||
+         std::find(watching.begin(), watching.end(), name) != watching.end();
+}
+
 int64_t TrainerContract::grad_accum(const TrialSpec& spec) const {
   return trainer::load_train_config(spec.config_path, trial_overrides(spec)).train.grad_accum;
 }

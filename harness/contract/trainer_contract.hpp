@@ -66,6 +66,12 @@ class TrainerContract {
   TrialSpec replica(TrialSpec spec) const;  // every rank fed the same batch at the replay step
   TrialSpec fingerprints_every_step(TrialSpec spec) const;
 
+  // The keys of a trial's scale, as the trainer reads them: its prefix, data fraction, ranks.
+  std::vector<std::string> scale_overrides(const TrialSpec& spec) const;
+  // A key that changes how a run is watched or cut, not what it computes (a config search
+  // leaves it alone).
+  bool watches_only(const std::string& key) const;
+
   // The per-rank micro-batch count a spec runs with (the recipe's, or an override's).
   int64_t grad_accum(const TrialSpec& spec) const;
   // The steps a spec runs: its prefix, or the recipe's whole run.

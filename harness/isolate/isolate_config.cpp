@@ -15,15 +15,6 @@ namespace faultline::harness::isolate {
 
 namespace {
 
-// Keys that change how a run is watched or cut, not what it computes.
-bool ignored_key(const std::string& key) {
-  static const std::vector<std::string> ignored = {
-      "train.stop_after", "train.log_every", "train.checkpoint_every",
-      "dist.timeout_s",   "dist.ranks",      "data.fraction"};
-  return key.rfind("probe.", 0) == 0 ||
-         std::find(ignored.begin(), ignored.end(), key) != ignored.end();
-}
-
 std::map<std::string, std::string> resolved_keys(const TrialSpec& spec) {
   const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
   std::map<std::string, std::string> keys;
@@ -44,7 +35,7 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
   const auto good = resolved_keys(baseline);
   std::vector<ConfigChange> differences;
   for (const auto& [key, value] : bad) {
-    if (ignored_key(key)) continue;
+    if (context.trainer.watches_only(key)) continue;
     auto it = good.find(key);
     if (it != good.end() && it->second != value) differences.push_back({key, it->second, value});
   }

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "harness/trial/ingest_sink.hpp"
-#include "harness/launch/local_launcher.hpp"
 #include "harness/contract/trainer_contract.hpp"
+#include "harness/launch/local_launcher.hpp"
+#include "harness/trial/ingest_sink.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
 #include "trainer/launch_check.hpp"
@@ -120,11 +120,8 @@ const char* to_string(Verdict verdict) {
 
 std::vector<std::string> trial_overrides(const TrialSpec& spec) {
   std::vector<std::string> overrides = spec.overrides;
-  if (spec.stop_after > 0)
-    overrides.push_back("train.stop_after=" + std::to_string(spec.stop_after));
-  if (spec.data_fraction > 0)
-    overrides.push_back("data.fraction=" + std::to_string(spec.data_fraction));
-  overrides.push_back("dist.ranks=" + std::to_string(spec.ranks));
+  for (auto& scale : contract::TrainerContract::bundled().scale_overrides(spec))
+    overrides.push_back(std::move(scale));
   return overrides;
 }
 

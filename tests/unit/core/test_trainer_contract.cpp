@@ -40,6 +40,22 @@ TEST(TrainerContract, BundledTrainerIsAskedThroughItsKeys) {
   EXPECT_EQ(trainer.resume(spec, std::nullopt).resume, "");
 }
 
+TEST(TrainerContract, ATrialsScaleAndTheKeysThatOnlyWatchARun) {
+  const auto& trainer = TrainerContract::bundled();
+  TrialSpec spec;
+  spec.ranks = 2;
+  EXPECT_EQ(trainer.scale_overrides(spec), (std::vector<std::string>{"dist.ranks=2"}));
+  spec.stop_after = 40;
+  spec.data_fraction = 0.25;
+  EXPECT_EQ(
+      trainer.scale_overrides(spec),
+      (std::vector<std::string>{"train.stop_after=40", "data.fraction=0.25", "dist.ranks=2"}));
+  for (const char* key : {"probe.level", "train.checkpoint_every", "dist.ranks", "data.fraction"})
+    EXPECT_TRUE(trainer.watches_only(key)) << key;
+  for (const char* key : {"optim.lr", "train.grad_accum", "model.n_embd", "train.seed"})
+    EXPECT_FALSE(trainer.watches_only(key)) << key;
+}
+
 TEST(TrainerContract, ExitCodesHaveOneMeaningEach) {
   const auto& trainer = TrainerContract::bundled();
   EXPECT_EQ(trainer.exit_meaning(0), ExitMeaning::Finished);
