@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the golden-rule smoke gate on the bundled default recipe (it passes), then on a
 # broken variant with a NaN planted in layer 1's attention at step 30 (it is caught); then
-# `faultline isolate` localizes that fault, and `faultline repro` replays the finding.
+# `faultline isolate` localizes that fault, and `faultline repro` replays the finding; then a
+# failing run is isolated from its own checkpoints (`isolate --run`).
 set -uo pipefail
 build=${1:-build}
 work=$(mktemp -d "${TMPDIR:-/tmp}/faultline-demo.XXXXXX")
@@ -30,5 +31,12 @@ echo "== faultline repro F1: the finding replays bit for bit"
 "${faultline[@]}" repro F1 "${common[@]}"
 reproduced=$?
 echo
+echo "== a real failing run (NaN at step 83, checkpoints every 20), isolated from its own checkpoints"
+run=$("${faultline[@]}" train -c tiny --set fault.nan_step=83 --set fault.nan_layer=blocks.0.mlp \
+  --set train.checkpoint_every=20 --json --quiet "${common[@]}" | grep -o '"run_id":[0-9]*' | cut -d: -f2)
+"${faultline[@]}" isolate --run "$run" "${common[@]}"
+from_run=$?
+echo "exit code $from_run (0: localized, replaying steps 81..83 only)"
+echo
 "${faultline[@]}" runs --db "$work/faultline.db"
-[ "$status" -eq 1 ] && [ "$isolated" -eq 0 ] && [ "$reproduced" -eq 0 ]
+[ "$status" -eq 1 ] && [ "$isolated" -eq 0 ] && [ "$reproduced" -eq 0 ] && [ "$from_run" -eq 0 ]
