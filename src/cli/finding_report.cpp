@@ -9,8 +9,8 @@
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
-#include "harness/launch/local_launcher.hpp"
 #include "harness/isolate/repro.hpp"
+#include "harness/launch/local_launcher.hpp"
 
 namespace faultline::cli {
 

@@ -63,8 +63,8 @@ void write_text(const std::string& path, const std::string& text) {
 TEST(Anywhere, InstalledFaultlineRunsSmokeIsolateAndReproFromAnEmptyDirectory) {
   const std::string empty = make_temp_dir("empty");
   const std::string store = make_temp_dir("store");
-  const std::vector<std::string> where = {"--db", store + "/f.db", "--work-dir", store + "/runs",
-                                          "--detectors", kNoTiming};
+  const std::vector<std::string> where = {"--db",          store + "/f.db", "--work-dir",
+                                          store + "/runs", "--detectors",   kNoTiming};
   auto with = [&](std::vector<std::string> args) {
     args.insert(args.end(), where.begin(), where.end());
     return args;
