@@ -1,39 +1,11 @@
 // Phase 0: start from a stored failing run's own evidence. Its failure and step come from the
 // stored records, its checkpoints from its events; the failure is replayed from the last
 // checkpoint before it, so confirming it costs one checkpoint interval, not the whole run.
-#include <cmath>
-#include <filesystem>
-#include <fstream>
-
 #include "harness/isolate/isolate_phases.hpp"
+#include "harness/trial/run_facts.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness::isolate {
-
-namespace {
-
-// A stored run as a failing setup: its resolved config written back as a recipe.
-TrialSpec spec_from_run(const store::RunInfo& run, const std::string& work_dir) {
-  const auto dir = std::filesystem::path(work_dir) / "recipes";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / ("run-" + std::to_string(run.id) + ".toml");
-  std::ofstream(path) << "# the resolved config of stored run " << run.id << "\n" << run.config;
-  TrialSpec spec;
-  spec.config_path = path.string();
-  spec.ranks = run.ranks;
-  return spec;
-}
-
-// The last step before `step` whose record is finite on every rank of the stored run.
-int64_t last_finite_step(store::Store& store, int64_t run_id, int64_t step) {
-  int64_t good = 0;
-  for (const auto& record : store.steps(run_id))
-    if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
-      good = std::max(good, record.step);
-  return good;
-}
-
-}  // namespace
 
 Evidence load_evidence(Context& context, int64_t run_id) {
   auto& store = context.store;
@@ -56,7 +28,10 @@ Evidence load_evidence(Context& context, int64_t run_id) {
         "runs` shows verdicts");
   Evidence evidence;
   evidence.run_id = run->id;
-  evidence.spec = spec_from_run(*run, context.options.work_dir);
+  evidence.spec.config_path =
+      write_run_config(*run, context.options.work_dir, "run-" + std::to_string(run->id),
+                       "the resolved config of stored run " + std::to_string(run->id));
+  evidence.spec.ranks = run->ranks;
   if (!rank_check) evidence.failure = *failure;
   evidence.checkpoints = contract::checkpoints(store, run->id);
   evidence.steps = run->steps;
@@ -97,7 +72,7 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   if (failure.kind == detectors::FailureKind::Nonfinite) {
     // Full probes only where the stored records leave the first bad step open.
     const int64_t good =
-        std::max(from->step, last_finite_step(context.store, evidence.run_id, failure.step));
+        last_known_good(context.store, evidence.run_id, failure.step, evidence.checkpoints);
     window = trainer.full_probes_from(window, good + 1);
   }
   std::vector<TrialSpec> tries;

@@ -116,6 +116,11 @@ std::optional<std::string> confirm_timing(Context& context, const Reproduction& 
 std::optional<detectors::Failure> vote_on_reproduction(Context& context, const TrialSpec& spec,
                                                        detectors::FailureKind kind);
 
+// The last step before `step` known good: finite on every rank in the run's records, or the
+// checkpoint (before `step`) it resumed from.
+int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
+                        const std::vector<contract::Checkpoint>& checkpoints);
+
 // 3. The first bad step, and for a non-finite value its phase and module (full probes replayed
 // in the window before the step only).
 struct StepLocation {

@@ -75,20 +75,6 @@ void locate_finite(StepLocation& location, const detectors::Failure& failure) {
 
 namespace {
 
-// The last step before `step` whose record is finite on every rank: where the evidence says the
-// failure was still absent. With a record per step (the bundled trainer) it is step - 1; a
-// trainer that logs sparsely leaves a gap for the plan to search.
-// A replay resumed from a checkpoint starts from a good state: that step counts as good.
-int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
-                        const std::vector<contract::Checkpoint>& checkpoints) {
-  int64_t good = 0;
-  if (auto resumed = contract::last_before(checkpoints, step)) good = resumed->step;
-  for (const auto& record : store.steps(run_id))
-    if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
-      good = std::max(good, record.step);
-  return good;
-}
-
 // A replay of (from, stop] from the checkpoint of step `from` (0: a fresh start), full probes
 // inside the window only.
 TrialSpec replay(const contract::TrainerContract& trainer, const TrialSpec& local_spec,
@@ -100,6 +86,20 @@ TrialSpec replay(const contract::TrainerContract& trainer, const TrialSpec& loca
 }
 
 }  // namespace
+
+// The last step before `step` whose record is finite on every rank: where the evidence says the
+// failure was still absent. With a record per step (the bundled trainer) it is step - 1; a
+// trainer that logs sparsely leaves a gap for the plan to search. A run resumed from a
+// checkpoint before `step` started from a good state: that step counts as good.
+int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
+                        const std::vector<contract::Checkpoint>& checkpoints) {
+  int64_t good = 0;
+  if (auto resumed = contract::last_before(checkpoints, step)) good = resumed->step;
+  for (const auto& record : store.steps(run_id))
+    if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
+      good = std::max(good, record.step);
+  return good;
+}
 
 StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Outcome& local,
                          const detectors::Failure& failure) {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -38,18 +37,6 @@ bool records_equal(const StepRecord& a, const StepRecord& b) {
          same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
 }
 
-// The evidence run's resolved config as a recipe of its own.
-std::string write_stored_config(const store::RunInfo& run, int64_t finding_id,
-                                const std::string& work_dir) {
-  const auto dir = std::filesystem::path(work_dir) / "recipes";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / ("finding-F" + std::to_string(finding_id) + ".toml");
-  std::ofstream(path) << "# the resolved config of run " << run.id << ", the evidence of F"
-                      << finding_id << "\n"
-                      << run.config;
-  return path.string();
-}
-
 // "" when the recipe the finding names still resolves to the config its evidence run ran.
 std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash) {
   if (!std::filesystem::exists(spec.config_path))
@@ -80,7 +67,10 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   // became of the recipe file since.
   if (auto evidence = store.get_run(report.evidence_run); evidence && !evidence->config.empty()) {
     report.recipe_changed = recipe_change(spec, evidence->config_hash);
-    spec.config_path = write_stored_config(*evidence, finding.id, options.work_dir);
+    spec.config_path =
+        write_run_config(*evidence, options.work_dir, "finding-F" + std::to_string(finding.id),
+                         "the resolved config of run " + std::to_string(evidence->id) +
+                             ", the evidence of F" + std::to_string(finding.id));
   }
 
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;

@@ -110,16 +110,13 @@ RankFile read_rank(const fs::path& dir, int rank) {
 }
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
-std::optional<trainer::TrainConfig> bundled_config(const std::string& text) {
-  const auto path = fs::temp_directory_path() / fmt::format("faultline-import-{}.toml", getpid());
-  std::ofstream(path) << text;
-  std::optional<trainer::TrainConfig> config;
+std::optional<trainer::TrainConfig> bundled_config(const std::string& text,
+                                                   const std::string& source) {
   try {
-    config = trainer::load_train_config(path.string(), {});
+    return trainer::parse_train_config(text, source, {});
   } catch (const UserError&) {
+    return std::nullopt;  // another trainer's config: judged without its warm-up
   }
-  fs::remove(path);
-  return config;
 }
 
 }  // namespace
@@ -149,7 +146,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.parent = "import:" + dir.string();
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
-  const auto config = bundled_config(info.config);
+  const auto config = bundled_config(info.config, files[0].path);
   for (const auto& file : files) result.last_step = std::max(result.last_step, file.last_step);
   info.steps = result.last_step;
   if (config) {

@@ -1,5 +1,8 @@
-// Reads a run's start event back from the store.
+// Reads a run's start event back from the store, and writes its config back as a recipe.
 #include "harness/trial/run_facts.hpp"
+
+#include <filesystem>
+#include <fstream>
 
 #include "harness/launch/launcher.hpp"
 #include "store/store.hpp"
@@ -13,6 +16,15 @@ nlohmann::json start_event(store::Store& store, int64_t run_id) {
     return start.is_discarded() ? nlohmann::json::object() : start;
   }
   return nlohmann::json::object();
+}
+
+std::string write_run_config(const store::RunInfo& run, const std::string& work_dir,
+                             const std::string& name, const std::string& why) {
+  const auto dir = std::filesystem::path(work_dir) / "recipes";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / (name + ".toml");
+  std::ofstream(path) << "# " << why << "\n" << run.config;
+  return path.string();
 }
 
 uint64_t samples_used(store::Store& store, int64_t run_id) {

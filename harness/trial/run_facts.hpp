@@ -10,7 +10,8 @@
 
 namespace faultline::store {
 class Store;
-}
+struct RunInfo;
+}  // namespace faultline::store
 
 namespace faultline::harness {
 
@@ -22,6 +23,11 @@ uint64_t samples_used(store::Store& store, int64_t run_id);
 
 // The host each rank of the run reported in its start event, by rank ("" where none did).
 std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id);
+
+// A stored run's resolved config written back as a recipe, <work_dir>/recipes/<name>.toml, its
+// first line the comment `why`: a trial of that recipe runs exactly what the run ran. Its path.
+std::string write_run_config(const store::RunInfo& run, const std::string& work_dir,
+                             const std::string& name, const std::string& why);
 
 // The keys of a start event that decide the bits of a run, in a fixed order.
 const std::vector<const char*>& bit_deciding_facts();

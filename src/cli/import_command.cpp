@@ -37,32 +37,21 @@ int run_import(const ImportArgs& args) {
   auto store = open_store(args.context);
   const auto result = harness::import_run(store, request);
 
-  json failures = json::array();
-  for (const auto& f : result.failures)
-    failures.push_back({{"kind", f.kind},
-                        {"step", f.step < 0 ? json() : json(f.step)},
-                        {"rank", f.rank < 0 ? json() : json(f.rank)},
-                        {"detail", f.detail}});
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", result.run_id},
                             {"verdict", harness::to_string(result.verdict)},
                             {"ranks", result.ranks},
                             {"last_step", result.last_step},
                             {"checkpoints", result.checkpoints},
-                            {"failures", failures},
+                            {"failures", failures_json(result.failures)},
                             {"malformed", result.malformed}}
                            .dump());
   } else {
     fmt::print("imported run {}: {}  ({} rank(s), {} steps, {} checkpoint(s))\n", result.run_id,
                harness::to_string(result.verdict), result.ranks, result.last_step,
                result.checkpoints);
-    for (const auto& f : result.failures)
-      fmt::print("  {} at step {} rank {}: {}\n", to_string(f.kind),
-                 f.step < 0 ? std::string("-") : std::to_string(f.step),
-                 f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
-    for (const auto& m : result.malformed)
-      fmt::print("  rank {}: {} malformed metrics line(s) (first: {})\n", m.rank, m.lines,
-                 m.first_error);
+    print_failures(result.failures);
+    print_malformed(result.malformed);
     if (result.verdict == harness::Verdict::Fail)
       fmt::print("  next: faultline isolate --run {}\n", result.run_id);
   }

@@ -44,16 +44,6 @@ struct SmokeArgs {
   std::vector<std::string> option_names;
 };
 
-json failures_json(const std::vector<detectors::Failure>& failures) {
-  json out = json::array();
-  for (const auto& f : failures)
-    out.push_back({{"kind", f.kind},
-                   {"step", f.step < 0 ? json() : json(f.step)},
-                   {"rank", f.rank < 0 ? json() : json(f.rank)},
-                   {"detail", f.detail}});
-  return out;
-}
-
 json maybe(const std::optional<double>& value) {
   return value && std::isfinite(*value) ? json(*value) : json();
 }
@@ -77,13 +67,8 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   if (outcome.first_loss && outcome.last_loss)
     fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s\n", *outcome.first_loss,
                *outcome.last_loss, outcome.tokens_per_s);
-  for (const auto& f : outcome.failures)
-    fmt::print("  {} at step {} rank {}: {}\n", to_string(f.kind),
-               f.step < 0 ? std::string("-") : std::to_string(f.step),
-               f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
-  for (const auto& m : outcome.malformed)
-    fmt::print("  rank {}: {} malformed metrics line(s) (first: \"{}\": {})\n", m.rank, m.lines,
-               m.first_line, m.first_error);
+  print_failures(outcome.failures);
+  print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
     fmt::print("  infrastructure error: {}\n", outcome.infra_detail);
   if (outcome.interrupted) fmt::print("  interrupted: the run is stored as interrupted\n");
@@ -204,6 +189,29 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
 }
 
 }  // namespace
+
+json failures_json(const std::vector<detectors::Failure>& failures) {
+  json out = json::array();
+  for (const auto& f : failures)
+    out.push_back({{"kind", f.kind},
+                   {"step", f.step < 0 ? json() : json(f.step)},
+                   {"rank", f.rank < 0 ? json() : json(f.rank)},
+                   {"detail", f.detail}});
+  return out;
+}
+
+void print_failures(const std::vector<detectors::Failure>& failures) {
+  for (const auto& f : failures)
+    fmt::print("  {} at step {} rank {}: {}\n", to_string(f.kind),
+               f.step < 0 ? std::string("-") : std::to_string(f.step),
+               f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
+}
+
+void print_malformed(const std::vector<store::RankMalformed>& malformed) {
+  for (const auto& m : malformed)
+    fmt::print("  rank {}: {} malformed metrics line(s) (first: \"{}\": {})\n", m.rank, m.lines,
+               m.first_line, m.first_error);
+}
 
 void add_run_commands(CLI::App& app, int& exit_code) {
   auto train_args = std::make_shared<TrainArgs>();

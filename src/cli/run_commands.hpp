@@ -2,6 +2,12 @@
 // runs stored in SQLite, and the golden-rule smoke gate.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "probes/detectors/failure.hpp"
+#include "store/store.hpp"
+
 namespace CLI {
 class App;
 }
@@ -19,6 +25,12 @@ enum class ExitCode : int {
   Infra = 4,
   Internal = 70
 };
+
+// A run's failures as --json prints them, and as the text lines under a run; its malformed
+// metrics lines, by rank (`train` and `import`).
+nlohmann::json failures_json(const std::vector<detectors::Failure>& failures);
+void print_failures(const std::vector<detectors::Failure>& failures);
+void print_malformed(const std::vector<store::RankMalformed>& malformed);
 
 // Registers the commands; the one that runs stores its exit code in `exit_code`.
 void add_run_commands(CLI::App& app, int& exit_code);
