@@ -11,5 +11,5 @@ include(GNUInstallDirs)
 set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/recipes/ DESTINATION ${CMAKE_INSTALL_DATADIR}/faultline/recipes
         FILES_MATCHING PATTERN "*.toml")
-install(FILES ${PROJECT_SOURCE_DIR}/probes/python/faultline_metrics.py
+install(FILES ${PROJECT_SOURCE_DIR}/probes/python/faultline_probe.py
         DESTINATION ${CMAKE_INSTALL_DATADIR}/faultline/python)

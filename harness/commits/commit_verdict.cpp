@@ -6,11 +6,11 @@
 
 #include "common/error.hpp"
 #include "harness/commits/commit_judge.hpp"
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "harness/launch/subprocess.hpp"
 #include "probes/detectors/compare.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness {
 
@@ -127,7 +127,14 @@ CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std:
   fs::path recipe = options_.recipe;
   if (recipe.is_relative() && fs::exists(tree / recipe)) recipe = tree / recipe;
   recipe = fs::absolute(recipe);
-  if (access(trainer.c_str(), X_OK) != 0) {
+  // A command trainer's recipe names its own program, run in the commit's tree.
+  bool command_trainer = false;
+  try {
+    command_trainer = fs::exists(recipe) && contract::is_command_recipe(recipe.string());
+  } catch (const UserError&) {
+    // judged below, with the recipe's errors
+  }
+  if (!command_trainer && access(trainer.c_str(), X_OK) != 0) {
     verdict.detail = "no trainer at " + trainer + " (--trainer-path) after the build";
     ++executed_;
     return verdict;
@@ -139,10 +146,10 @@ CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std:
   spec.parent = "bisect-commits:" + commit;
   Outcome outcome;
   try {
-    spec.ranks = options_.ranks > 0
-                     ? options_.ranks
-                     : static_cast<int>(
-                           trainer::load_train_config(spec.config_path, spec.overrides).dist.ranks);
+    spec.ranks =
+        options_.ranks > 0
+            ? options_.ranks
+            : static_cast<int>(contract::load_recipe(spec.config_path, spec.overrides).ranks);
     RunnerOptions runner_options = options_.runner;
     runner_options.trainer = trainer;
     LocalLauncher launcher;

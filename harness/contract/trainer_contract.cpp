@@ -1,16 +1,23 @@
-// The bundled trainer's side of the contract: the keys of faultline-train (docs/trainer.md) and
-// the meaning of its exit codes (src/trainer/exit_codes.hpp).
+// Both sides of the contract: faultline-train's keys (docs/trainer.md) and a command trainer's
+// asks, made as faultline.* keys that reach it as FAULTLINE_* variables and the recipe's argv
+// fragments (docs/external-trainers.md). Exit codes mean the same for both
+// (src/trainer/exit_codes.hpp; faultline_probe.py uses the same).
 #include "harness/contract/trainer_contract.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "common/config.hpp"
+#include "common/error.hpp"
+#include "common/resources.hpp"
+#include "harness/contract/recipe.hpp"
 #include "store/store.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness::contract {
 
@@ -25,47 +32,91 @@ TrialSpec with(TrialSpec spec, std::vector<std::string> overrides) {
   return spec;
 }
 
-}  // namespace
-
-const char* to_string(Capability capability) {
-  switch (capability) {
-    case Capability::Prefix:
-      return "prefix";
-    case Capability::Resume:
-      return "resume";
-    case Capability::Checkpoints:
-      return "checkpoints";
-    case Capability::DataFraction:
-      return "data_fraction";
-    case Capability::CheaperWithLessData:
-      return "cheaper_with_less_data";
-    case Capability::Accumulate:
-      return "accumulate";
-    case Capability::FullProbes:
-      return "full_probes";
-    case Capability::ReplaySamples:
-      return "replay_samples";
-    case Capability::ReplicaMode:
-      return "replica";
-    case Capability::Fingerprints:
-      return "fingerprints";
-  }
-  return "?";
+// A command trainer's ask: faultline.<name>, read back into FAULTLINE_<NAME>.
+std::string ask(const char* name, const std::string& value) {
+  return fmt::format("faultline.{}={}", name, value);
 }
+
+std::string upper(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The folder of faultline_probe.py, for PYTHONPATH; "" when faultline has no share folder.
+std::string helper_dir() {
+  try {
+    return share_file("python/faultline_probe.py").parent_path().string();
+  } catch (const UserError&) {
+    return "";
+  }
+}
+
+std::vector<std::string> bundled_argv(const TrialSpec& spec, const std::string& trainer) {
+  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
+  for (const auto& assignment : trial_overrides(spec)) {
+    argv.push_back("--set");
+    argv.push_back(assignment);
+  }
+  if (!spec.resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(spec.resume);
+  }
+  return argv;
+}
+
+}  // namespace
 
 const TrainerContract& TrainerContract::bundled() {
   static const TrainerContract contract;
   return contract;
 }
 
+TrainerContract TrainerContract::of(const std::string& recipe_path) {
+  // Read once per file version: every trial asks, and a search runs hundreds.
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<std::filesystem::file_time_type, TrainerContract>> known;
+  std::error_code error;
+  const auto stamp = std::filesystem::last_write_time(recipe_path, error);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!error) {
+    auto it = known.find(recipe_path);
+    if (it != known.end() && it->second.first == stamp) return it->second.second;
+  }
+  TrainerContract contract;
+  if (!error) {
+    const auto source = ConfigSource::from_file(recipe_path);
+    if (has_trainer_section(source))
+      contract.command_ = std::make_shared<const CommandTrainer>(load_command_trainer(source));
+    known.insert_or_assign(recipe_path, std::make_pair(stamp, contract));
+  }
+  return contract;
+}
+
 bool TrainerContract::can(Capability capability) const {
   // A step costs the same whatever the data fraction: a smaller fraction is never cheaper.
-  return capability != Capability::CheaperWithLessData;
+  if (!command_) return capability != Capability::CheaperWithLessData;
+  const auto& provides = command_->provides;
+  return std::find(provides.begin(), provides.end(), capability) != provides.end();
 }
 
 std::string TrainerContract::skipped(const std::string& axis, Capability capability) const {
   return "skipped " + axis + ": it needs the trainer capability '" + to_string(capability) +
-         "', which the trainer does not declare";
+         "', which " + name() + " does not declare" +
+         (command_ ? " (trainer.provides in " + command_->source + ")" : "");
+}
+
+std::string TrainerContract::name() const {
+  if (!command_) return "faultline-train";
+  // "the trainer 'python3 train.py'": the program and its script, without the flags.
+  const auto& argv = command_->command;
+  std::string shown = std::filesystem::path(argv.front()).filename().string();
+  if (argv.size() > 1 && argv[1].rfind("-", 0) != 0 && placeholders_of(argv[1]).empty())
+    shown += " " + argv[1];
+  return "the trainer '" + shown + "'";
+}
+
+RecordSource TrainerContract::records() const {
+  return command_ ? command_->records : RecordSource::Protocol;
 }
 
 ExitMeaning TrainerContract::exit_meaning(int exit_code) const {
@@ -98,41 +149,63 @@ TrialSpec TrainerContract::resume(TrialSpec spec, const std::optional<Checkpoint
 }
 
 TrialSpec TrainerContract::checkpoint_every(TrialSpec spec, int64_t every) const {
+  if (command_) return with(std::move(spec), {ask("checkpoint_every", std::to_string(every))});
   return with(std::move(spec), {key("train.checkpoint_every", every)});
 }
 
 TrialSpec TrainerContract::checkpoint_on_halt(TrialSpec spec, bool on) const {
+  if (command_) return with(std::move(spec), {ask("checkpoint_on_halt", on ? "true" : "false")});
   return with(std::move(spec),
               {std::string("probe.checkpoint_on_nonfinite=") + (on ? "true" : "false")});
 }
 
 TrialSpec TrainerContract::accumulate(TrialSpec spec, int ranks, int64_t accumulate) const {
-  spec = with(std::move(spec), {key("train.grad_accum", accumulate)});
+  spec = with(std::move(spec), {command_ ? ask("accumulate", std::to_string(accumulate))
+                                         : key("train.grad_accum", accumulate)});
   spec.ranks = ranks;
   if (ranks == 1) spec.hosts.clear();
   return spec;
 }
 
 TrialSpec TrainerContract::full_probes_from(TrialSpec spec, int64_t step) const {
+  if (command_)
+    return with(std::move(spec), {ask("probe", "full"), ask("probe_from", std::to_string(step))});
   return with(std::move(spec), {"probe.level=full", key("probe.full_from_step", step)});
 }
 
 TrialSpec TrainerContract::replay(TrialSpec spec, int64_t step,
                                   const std::vector<uint64_t>& samples) const {
-  return with(std::move(spec), {key("probe.replay_step", step),
-                                fmt::format("probe.replay_samples={}", fmt::join(samples, ","))});
+  const std::string list = fmt::format("{}", fmt::join(samples, ","));
+  // A quoted list stays text even when it is one number.
+  if (command_)
+    return with(std::move(spec), {ask("replay_step", std::to_string(step)),
+                                  ask("replay_samples", "\"" + list + "\"")});
+  return with(std::move(spec), {key("probe.replay_step", step), "probe.replay_samples=" + list});
 }
 
 TrialSpec TrainerContract::replica(TrialSpec spec) const {
+  if (command_) return with(std::move(spec), {ask("replay_ranks", "all")});
   return with(std::move(spec), {"probe.replay_ranks=all"});
 }
 
 TrialSpec TrainerContract::fingerprints_every_step(TrialSpec spec) const {
+  if (command_) return with(std::move(spec), {ask("fingerprint_every", "1")});
   return with(std::move(spec), {"probe.fingerprint_every=1"});
 }
 
 std::vector<std::string> TrainerContract::scale_overrides(const TrialSpec& spec) const {
   std::vector<std::string> overrides;
+  if (command_) {
+    // Without a way to stop early, a prefix is a shorter run (its schedule may differ).
+    if (spec.stop_after > 0)
+      overrides.push_back(can(Capability::Prefix)
+                              ? ask("stop_after", std::to_string(spec.stop_after))
+                              : key(command_->steps_key.c_str(), spec.stop_after));
+    if (spec.data_fraction > 0 && !command_->data_fraction_key.empty())
+      overrides.push_back(fmt::format("{}={}", command_->data_fraction_key, spec.data_fraction));
+    overrides.push_back(key("trainer.ranks", spec.ranks));
+    return overrides;
+  }
   if (spec.stop_after > 0) overrides.push_back(key("train.stop_after", spec.stop_after));
   if (spec.data_fraction > 0)
     overrides.push_back(fmt::format("data.fraction={}", spec.data_fraction));
@@ -141,6 +214,7 @@ std::vector<std::string> TrainerContract::scale_overrides(const TrialSpec& spec)
 }
 
 bool TrainerContract::watches_only(const std::string& name) const {
+  if (command_) return name.rfind("faultline.", 0) == 0 || name.rfind("trainer.", 0) == 0;
   static const std::vector<std::string> watching = {
       "train.stop_after", "train.log_every", "train.checkpoint_every",
       "dist.timeout_s",   "dist.ranks",      "data.fraction"};
@@ -149,16 +223,75 @@ bool TrainerContract::watches_only(const std::string& name) const {
 }
 
 int64_t TrainerContract::grad_accum(const TrialSpec& spec) const {
-  return trainer::load_train_config(spec.config_path, trial_overrides(spec)).train.grad_accum;
+  return load_recipe(spec.config_path, trial_overrides(spec)).grad_accum;
 }
 
 int64_t TrainerContract::steps(const TrialSpec& spec) const {
-  const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
-  return spec.stop_after > 0 ? std::min(spec.stop_after, config.train.steps) : config.train.steps;
+  const auto recipe = load_recipe(spec.config_path, trial_overrides(spec));
+  return spec.stop_after > 0 ? std::min(spec.stop_after, recipe.steps) : recipe.steps;
 }
 
 double TrainerContract::data_fraction(const TrialSpec& spec) const {
-  return trainer::load_train_config(spec.config_path, trial_overrides(spec)).data.fraction;
+  return load_recipe(spec.config_path, trial_overrides(spec)).data_fraction;
+}
+
+std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
+                                               const std::string& trainer) const {
+  if (!command_) return bundled_argv(spec, trainer);
+  // A command line a person can paste: env runs it in its folder with the asks set.
+  const auto command = rank_command(spec, trainer, "{out}");
+  std::vector<std::string> argv = {"env", "-C", command.cwd};
+  for (const auto& [name, value] : command.env)
+    if (name != "FAULTLINE_OUT" && name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
+  argv.insert(argv.end(), command.argv.begin(), command.argv.end());
+  return argv;
+}
+
+RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,
+                                          const std::string& out_dir) const {
+  RankCommand command;
+  if (!command_) {
+    command.argv = bundled_argv(spec, trainer);
+    command.argv.push_back("--out");
+    command.argv.push_back(out_dir);
+    return command;
+  }
+  const auto recipe = load_recipe(spec.config_path, trial_overrides(spec));
+  const auto& own = recipe.command->trainer;
+  std::map<std::string, std::string> values;
+  for (const auto& [name, value] : recipe.command->config) values[name] = placeholder_text(value);
+  values["out"] = out_dir;
+  auto append = [&](const std::vector<std::string>& fragment) {
+    for (const auto& part : fragment) command.argv.push_back(fill_placeholders(part, values));
+  };
+  append(own.command);
+  const auto& asks = recipe.command->asks;
+  if (!spec.resume.empty() && !own.resume.empty()) {
+    values["checkpoint"] = spec.resume;
+    append(own.resume);
+  }
+  if (auto it = asks.find("stop_after"); it != asks.end() && !own.stop_after.empty()) {
+    values["step"] = it->second;
+    append(own.stop_after);
+  }
+  if (auto it = asks.find("checkpoint_every");
+      it != asks.end() && it->second != "0" && !own.checkpoint_every.empty()) {
+    values["every"] = it->second;
+    append(own.checkpoint_every);
+  }
+  for (const auto& [name, value] : asks) command.env["FAULTLINE_" + upper(name)] = value;
+  if (!spec.resume.empty()) command.env["FAULTLINE_RESUME"] = spec.resume;
+  command.env["FAULTLINE_OUT"] = out_dir;
+  command.env["PYTHONUNBUFFERED"] = "1";  // a log line arrives when it is printed
+  if (const auto dir = helper_dir(); !dir.empty()) {
+    const char* path = std::getenv("PYTHONPATH");
+    command.env["PYTHONPATH"] = path && *path ? dir + ":" + path : dir;
+  }
+  command.cwd = own.workdir;
+  command.records = own.records;
+  command.log_regex = own.log_regex;
+  command.checkpoint_regex = own.checkpoint_regex;
+  return command;
 }
 
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id) {

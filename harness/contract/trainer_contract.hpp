@@ -4,28 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/contract/capability.hpp"
+#include "harness/contract/command_recipe.hpp"
 #include "harness/trial/trial.hpp"
 
 namespace faultline::harness::contract {
-
-// What a search may ask; a trainer declares which it can do.
-enum class Capability {
-  Prefix,               // stop after step N
-  Resume,               // continue bitwise from a checkpoint
-  Checkpoints,          // write a checkpoint every N steps, and the last good state on a halt
-  DataFraction,         // train on a fraction of the data
-  CheaperWithLessData,  // ... and a smaller fraction makes a trial cheaper (epoch-bound runs)
-  Accumulate,           // one rank replays an N-rank global batch with N-fold accumulation
-  FullProbes,           // per-module probes from step k
-  ReplaySamples,        // replay step k on a subset of its samples
-  ReplicaMode,          // every rank fed the same batch
-  Fingerprints,         // a bitwise digest of grads and params every step
-};
-const char* to_string(Capability capability);
 
 // A checkpoint as the trainer's `checkpoint` (or `resume`) event named it: the state after `step`.
 struct Checkpoint {
@@ -44,15 +33,32 @@ enum class ExitMeaning {
   Failed,           // anything else: a crash
 };
 
+// How one rank of a trial is started: the argv, what is added to its environment, where it
+// runs, and where its records come from.
+struct RankCommand {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "": faultline's own
+  RecordSource records = RecordSource::Protocol;
+  std::string log_regex, checkpoint_regex;  // with RecordSource::Log
+};
+
 class TrainerContract {
  public:
-  // faultline-train: every capability.
+  // faultline-train: every capability but CheaperWithLessData.
   static const TrainerContract& bundled();
+  // The contract of the trainer a recipe names: a [trainer] section's command, else the bundled.
+  static TrainerContract of(const std::string& recipe_path);
 
   bool can(Capability capability) const;
-  // "skipped: <axis> needs <capability>, which the trainer does not declare".
+  // "skipped <axis>: it needs the trainer capability '<capability>', which ... does not declare".
   std::string skipped(const std::string& axis, Capability capability) const;
   ExitMeaning exit_meaning(int exit_code) const;
+  // A command trainer's name for messages ("the trainer python3 train.py"); "faultline-train".
+  std::string name() const;
+  bool is_command() const { return command_ != nullptr; }
+  // Where its records come from (a log-only trainer has no fingerprints or probes).
+  RecordSource records() const;
 
   // Each returns `spec` asked for one more thing (later settings win).
   TrialSpec prefix(TrialSpec spec, int64_t last_step) const;
@@ -79,8 +85,16 @@ class TrainerContract {
   // The data fraction a spec trains on (the recipe's unless the spec overrides it).
   double data_fraction(const TrialSpec& spec) const;
 
+  // How each rank of `spec` is started, its records going to `out_dir`. `trainer` is the path
+  // of faultline-train (unused by a command trainer).
+  RankCommand rank_command(const TrialSpec& spec, const std::string& trainer,
+                           const std::string& out_dir) const;
+  // The command line a person runs to reproduce `spec` (faultline-train: without --out).
+  std::vector<std::string> argv(const TrialSpec& spec, const std::string& trainer) const;
+
  private:
   TrainerContract() = default;
+  std::shared_ptr<const CommandTrainer> command_;  // null: faultline-train
 };
 
 // The checkpoints a stored run's events name, by step: the one it resumed from (if any), then

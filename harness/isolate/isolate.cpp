@@ -112,6 +112,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     failing = evidence->spec;
     if (evidence->failure) expected_kind = evidence->failure->kind;
   }
+  context.trainer = contract::TrainerContract::of(failing.config_path);
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
   result.search_id = store_.create_search("isolate", state.dump());

@@ -8,22 +8,15 @@
 #include "bisect/drive.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate_phases.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness::isolate {
 
 namespace {
 
 std::map<std::string, std::string> resolved_keys(const TrialSpec& spec) {
-  const auto config = trainer::load_train_config(spec.config_path, spec.overrides);
-  std::map<std::string, std::string> keys;
-  for (const auto& line : split(config.canonical, '\n')) {
-    const auto equals = line.find(" = ");
-    if (equals == std::string::npos) continue;
-    keys[line.substr(0, equals)] = line.substr(equals + 3);
-  }
-  return keys;
+  return contract::load_recipe(spec.config_path, spec.overrides).keys;
 }
 
 }  // namespace
@@ -44,10 +37,10 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
                     baseline.config_path,
                     "a baseline must differ in a config key (--baseline-set optim.lr=3e-3)");
   }
-  const auto full = trainer::load_train_config(failing.config_path, failing.overrides);
+  const auto full = contract::load_recipe(failing.config_path, failing.overrides);
   const int64_t shown = detectors::evidence_step(failure);
   const int64_t horizon =
-      shown > 0 ? std::min(full.train.steps, std::max(2 * shown, shown + 10)) : full.train.steps;
+      shown > 0 ? std::min(full.steps, std::max(2 * shown, shown + 10)) : full.steps;
   const int accumulate = std::max(1, failing.ranks / std::max(1, scale.ranks));
 
   // The baseline with `changes` applied, at the minimal scale.
@@ -84,7 +77,7 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
                   for (size_t i = 0; i < proposals.size(); ++i) {
                     try {
                       TrialSpec spec = trial(proposals[i]);
-                      trainer::load_train_config(spec.config_path, trial_overrides(spec));
+                      contract::load_recipe(spec.config_path, trial_overrides(spec));
                       specs.push_back(spec);
                       runnable.push_back(i);
                     } catch (const UserError&) {

@@ -36,7 +36,8 @@ class Context {
 
   store::Store& store;
   const IsolateOptions& options;
-  const contract::TrainerContract& trainer = contract::TrainerContract::bundled();
+  // The trainer of the setup being isolated (set once the setup is known).
+  contract::TrainerContract trainer = contract::TrainerContract::bundled();
   int64_t trials = 0, trials_reused = 0, steps_executed = 0, rank_steps_executed = 0;
 
  private:
@@ -128,6 +129,7 @@ struct StepLocation {
   std::string phase, where, detail;
   std::optional<std::vector<uint64_t>> sample_hint;  // rows the forward probe named
   std::string state_before;  // checkpoint of step - 1 ("" when the step is 1: a fresh start)
+  int64_t shown_in = 0;      // the run whose full probes showed the step (0: none)
 };
 StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Outcome& local,
                          const detectors::Failure& failure);

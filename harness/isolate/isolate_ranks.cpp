@@ -16,7 +16,6 @@
 #include "probes/detectors/stats.hpp"
 #include "store/store.hpp"
 #include "trainer/sampler.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness::isolate {
 
@@ -108,14 +107,13 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
                                                    const Outcome& outcome) {
   const int world = spec.ranks;
   if (world < 2) return std::nullopt;
-  const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
 
   // 1. The first step whose update leaves a 1-rank replay of the same global batches. Each
   // checkpoint interval is replayed on one rank from the run's own checkpoint: the whole run once
   // at 1/N of its rank-steps, and the reduction-order drift starts again from 0 each interval.
   const auto& trainer = context.trainer;
-  const TrialSpec single =
-      trainer.fingerprints_every_step(trainer.accumulate(spec, 1, config.train.grad_accum * world));
+  const TrialSpec single = trainer.fingerprints_every_step(
+      trainer.accumulate(spec, 1, trainer.grad_accum(spec) * world));
   std::vector<Interval> intervals;
   std::optional<contract::Checkpoint> start;
   for (const auto& checkpoint : checkpoints_of(context, outcome)) {
@@ -186,7 +184,7 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
       }
     }
     context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
-    check.emplace(context, spec, config, located, divergence->step);
+    check.emplace(context, spec, located, divergence->step);
     location = RankLocation{};
     location.step = divergence->step;
     location.replica_spec = check->replica(failing_hosts);

@@ -83,14 +83,32 @@ SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, con
                               const StepLocation& location, detectors::FailureKind kind) {
   SampleLocation result;
   if (kind != detectors::FailureKind::Nonfinite || location.step <= 0) return result;
+  const auto& trainer_contract = context.trainer;
+  if (!trainer_contract.can(contract::Capability::ReplaySamples)) {
+    context.skip(trainer_contract.skipped("samples", contract::Capability::ReplaySamples));
+    return result;
+  }
   if (location.step > 1 && location.state_before.empty()) return result;  // nothing to replay
-  const auto config =
-      trainer::load_train_config(local_spec.config_path, trial_overrides(local_spec));
-  // The batch as the trainer drew it: a pure function of (seed, step) over the samples used.
-  trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
-                                samples_used(context.store, local.run_id),
-                                static_cast<uint64_t>(config.train.batch_size));
-  const Samples batch = sampler.global_batch(location.step);
+  std::optional<trainer::TrainConfig> config;
+  Samples batch;
+  if (trainer_contract.is_command()) {
+    batch = batch_event(context.store, location.shown_in ? location.shown_in : local.run_id,
+                        location.step);
+    if (batch.empty()) {
+      context.skip("skipped samples: the trainer wrote no batch event for step " +
+                   std::to_string(location.step) +
+                   " (faultline_probe.py writes one at every "
+                   "full-probe step)");
+      return result;
+    }
+  } else {
+    config = trainer::load_train_config(local_spec.config_path, trial_overrides(local_spec));
+    // The batch as the trainer drew it: a pure function of (seed, step) over the samples used.
+    trainer::BatchSampler sampler(static_cast<uint64_t>(config->train.seed),
+                                  samples_used(context.store, local.run_id),
+                                  static_cast<uint64_t>(config->train.batch_size));
+    batch = sampler.global_batch(location.step);
+  }
   StepReplay replay(context, local_spec, location, kind);
   using bisect::Observation;
 
@@ -115,7 +133,8 @@ SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, con
       return result;
     result.samples = found;
   }
-  const auto corpus = trainer::recipe_corpus(config);
+  if (!config) return result;  // a command trainer's shards are its own business
+  const auto corpus = trainer::recipe_corpus(*config);
   for (uint64_t sample : *result.samples)
     result.shards.push_back(corpus.shards().at(corpus.locate(sample).shard_id).name);
   return result;

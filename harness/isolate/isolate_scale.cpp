@@ -15,6 +15,12 @@ std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing
                                       std::string& why_not, Outcome& ran) {
   context.begin_phase("reproduce", 1);
   const auto& trainer = context.trainer;
+  for (auto needed : {contract::Capability::Checkpoints, contract::Capability::Resume})
+    if (!trainer.can(needed)) {
+      context.skip(
+          trainer.skipped("replays from checkpoints (every trial runs from step 0)", needed));
+      break;
+    }
   const int64_t steps = trainer.steps(failing);
   const int64_t every = std::max<int64_t>(
       1, (steps + context.options.checkpoints_per_run - 1) / context.options.checkpoints_per_run);

@@ -116,6 +116,18 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     return location;
   }
 
+  if (!context.trainer.can(contract::Capability::FullProbes)) {
+    // The step is the one its records show; inside it, nothing can be asked.
+    context.skip(context.trainer.skipped("the phase and module inside the step",
+                                         contract::Capability::FullProbes) +
+                 (context.trainer.records() == contract::RecordSource::Log
+                      ? " (a log-only trainer's records are the lines it prints: no probes)"
+                      : ""));
+    if (auto anomaly = any_anomaly(context.store, local.run_id, failure.step))
+      take(location, *anomaly);
+    location.detail = failure.detail;
+    return location;
+  }
   // The first bad step: the plan bisects over checkpoints only where the evidence has a gap.
   const auto checkpoints = checkpoints_of(context, local);
   bisect::StepPlan plan({steps_of(checkpoints), failure.step,
@@ -153,6 +165,7 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
   const int64_t from = before ? before->step : 0;
   if (from == step - 1 && before) location.state_before = before->path;
   if (auto anomaly = full_probe_anomaly(context.store, local.run_id, step)) {
+    location.shown_in = local.run_id;
     take(location, *anomaly);  // the run had the full probes on already
     return location;
   }
@@ -171,10 +184,12 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
       return location;
     }
     shown_in = window.run_id;
+    location.shown_in = shown_in;
     if (auto written = contract::at_step(checkpoints_of(context, window), step - 1);
         location.state_before.empty() && written)
       location.state_before = written->path;
   }
+  location.shown_in = shown_in;
   if (auto anomaly = full_probe_anomaly(context.store, shown_in, step)) {
     take(location, *anomaly);
   } else if (auto cheap = any_anomaly(context.store, shown_in, step)) {

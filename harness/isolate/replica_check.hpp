@@ -23,14 +23,25 @@ inline const FingerprintRecord* grads_at(const std::vector<FingerprintRecord>& r
 
 class ReplicaCheck {
  public:
-  ReplicaCheck(Context& context, const TrialSpec& spec, const trainer::TrainConfig& config,
-               const Outcome& outcome, int64_t step)
+  ReplicaCheck(Context& context, const TrialSpec& spec, const Outcome& outcome, int64_t step)
       : context_(context), spec_(spec), step_(step) {
-    trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
-                                  samples_used(context.store, outcome.run_id),
-                                  static_cast<uint64_t>(config.train.batch_size));
-    // Rank 0's share of the step: one micro-batch every rank can hold.
-    samples_ = trainer::BatchSampler::rank_slice(sampler.global_batch(step), 0, spec.ranks);
+    // Rank 0's share of the step: one micro-batch every rank can hold. A command trainer's
+    // batch is its own: its `batch` event of the step says which (its first 1/N here).
+    if (context.trainer.is_command()) {
+      auto batch = batch_event(context.store, outcome.run_id, step);
+      if (batch.empty())
+        throw InfraError("the trainer wrote no batch event for step " + std::to_string(step) +
+                         " (run " + std::to_string(outcome.run_id) +
+                         "): the replica check needs it (faultline_probe.py writes it)");
+      batch.resize(std::max<size_t>(1, batch.size() / static_cast<size_t>(spec.ranks)));
+      samples_ = batch;
+    } else {
+      const auto config = trainer::load_train_config(spec.config_path, trial_overrides(spec));
+      trainer::BatchSampler sampler(static_cast<uint64_t>(config.train.seed),
+                                    samples_used(context.store, outcome.run_id),
+                                    static_cast<uint64_t>(config.train.batch_size));
+      samples_ = trainer::BatchSampler::rank_slice(sampler.global_batch(step), 0, spec.ranks);
+    }
     if (auto before = contract::last_before(checkpoints_of(context, outcome), step)) {
       from_ = before->step;
       from_path_ = before->path;

@@ -10,8 +10,8 @@
 #include <tuple>
 
 #include "common/error.hpp"
-#include "trainer/train_config.hpp"
 
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/isolate/rank_agreement.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -42,7 +42,7 @@ std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash)
   if (!std::filesystem::exists(spec.config_path))
     return "the recipe " + spec.config_path + " no longer exists";
   try {
-    const auto now = trainer::load_train_config(spec.config_path, trial_overrides(spec));
+    const auto now = contract::load_recipe(spec.config_path, trial_overrides(spec));
     if (now.hash == stored_hash) return "";
     return "the recipe " + spec.config_path + " changed since the finding (config hash " +
            stored_hash + ", now " + now.hash + ")";

@@ -12,12 +12,18 @@
 
 namespace faultline::harness {
 
+class LogRecords;
+
 struct RankLaunch {
   int rank = 0;
   std::vector<std::string> argv;           // argv[0] is the executable path
   std::map<std::string, std::string> env;  // added to the harness's own environment
   std::string log_path;                    // stdout and stderr of the rank
   std::string metrics_path;                // what FAULTLINE_METRICS is set to
+  std::string cwd;                         // "": the harness's own
+  // A log-only trainer: its records are read from log_path with these patterns; null: from
+  // metrics_path (the protocol).
+  std::shared_ptr<const LogRecords> log_records;
 };
 
 enum class ExitKind { Running, Exited, Signaled };
@@ -39,6 +45,8 @@ class RunningTrial {
   virtual std::vector<RankStatus> poll() = 0;
   // SIGTERM, a grace period, then SIGKILL to each rank's process group; reaps every process.
   virtual void kill_all(std::chrono::milliseconds grace) = 0;
+  // Sends `signal` to every rank still running (e.g. SIGUSR1: print your stacks).
+  virtual void signal_all(int signal) = 0;
 };
 
 class Launcher {

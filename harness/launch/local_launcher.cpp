@@ -46,6 +46,7 @@ class LocalTrial : public RunningTrial {
       spec.argv = rank.argv;
       spec.env = rank.env;
       spec.output_path = rank.log_path;
+      spec.cwd = rank.cwd;
       try {
         children_.push_back(std::make_unique<ChildProcess>(spec));
       } catch (const InfraError& error) {
@@ -63,6 +64,11 @@ class LocalTrial : public RunningTrial {
   std::vector<RankStatus> poll() override {
     for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->poll());
     return status_;
+  }
+
+  void signal_all(int signal) override {
+    for (size_t i = 0; i < children_.size(); ++i)
+      if (status_[i].kind == ExitKind::Running) children_[i]->signal_group(signal);
   }
 
   void kill_all(std::chrono::milliseconds grace) override {

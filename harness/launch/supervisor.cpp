@@ -4,9 +4,11 @@
 #include "harness/launch/supervisor.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "harness/launch/log_records.hpp"
 #include "harness/launch/metrics_tail.hpp"
 
 namespace faultline::harness {
@@ -41,6 +43,34 @@ HangReport describe_hang(const SupervisedResult& result, const std::vector<int64
   return hang;
 }
 
+// Asks every rank for its stacks and gives them until their logs stop growing (at most 3 s).
+void await_stacks(RunningTrial& trial, const std::vector<RankLaunch>& ranks, int signal) {
+  auto sizes = [&] {
+    std::vector<uintmax_t> out;
+    for (const auto& rank : ranks) {
+      std::error_code error;
+      const auto size = std::filesystem::file_size(rank.log_path, error);
+      out.push_back(error ? 0 : size);
+    }
+    return out;
+  };
+  const auto before = sizes();
+  trial.signal_all(signal);
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  auto last = before;
+  auto stable_since = Clock::now();
+  while (Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = sizes();
+    if (now != last) {
+      last = now;
+      stable_since = Clock::now();
+    } else if (now != before && Clock::now() - stable_since > std::chrono::milliseconds(250)) {
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& ranks,
@@ -51,7 +81,8 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   result.last_step.assign(count, 0);
   result.collectives.assign(count, 0);
   std::vector<MetricsTail> tails;
-  for (const auto& rank : ranks) tails.emplace_back(rank.metrics_path);
+  for (const auto& rank : ranks)
+    tails.emplace_back(rank.log_records ? rank.log_path : rank.metrics_path);
   std::vector<Clock::time_point> last_progress(count, start);
   std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
   std::optional<Clock::time_point> first_death;
@@ -59,7 +90,14 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   auto drain = [&](bool final_read) {
     for (size_t rank = 0; rank < count; ++rank) {
       auto lines = final_read ? tails[rank].read_rest() : tails[rank].read_new_lines();
-      for (const auto& line : lines) {
+      for (auto& line : lines) {
+        if (const auto& log = ranks[rank].log_records) {
+          // A log-only trainer: its own lines, read as records; the rest is its business.
+          auto translated =
+              log->translate(line, static_cast<int>(rank), seconds_between(start, Clock::now()));
+          if (!translated) continue;
+          line = std::move(*translated);
+        }
         if (line.empty()) continue;
         ParsedLine parsed = parse_metrics_line(line);
         if (parsed.status == ParseStatus::Malformed) {
@@ -130,6 +168,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
     }
     if (hung) {
       result.hang = describe_hang(result, entered, silent_s);
+      if (options.stack_signal) await_stacks(trial, ranks, options.stack_signal);
       break;
     }
     std::this_thread::sleep_for(options.poll_interval);

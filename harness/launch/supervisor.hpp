@@ -23,6 +23,9 @@ struct SuperviseOptions {
   // After the first rank dies, how long the others get to end by themselves.
   std::chrono::milliseconds peer_exit_grace{3000};
   const std::atomic<bool>* interrupted = nullptr;  // set (by a signal handler) to end the trial
+  // Sent to every rank of a hung trial before it is killed, so the trainer can write its stacks
+  // to its log (faultline_probe.py: SIGUSR1 → faulthandler); 0: none (faultline-train).
+  int stack_signal = 0;
 };
 
 class RecordSink {

@@ -34,6 +34,16 @@ uint64_t samples_used(store::Store& store, int64_t run_id) {
   return start.at("samples").get<uint64_t>();
 }
 
+std::vector<uint64_t> batch_event(store::Store& store, int64_t run_id, int64_t step) {
+  for (const auto& event : store.events(run_id)) {
+    if (event.name != "batch" || event.step != step || event.rank != 0) continue;
+    const auto fields = nlohmann::json::parse(event.json, nullptr, false);
+    if (!fields.is_discarded() && fields.contains("samples") && fields["samples"].is_array())
+      return fields["samples"].get<std::vector<uint64_t>>();
+  }
+  return {};
+}
+
 std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id) {
   std::vector<std::string> hosts;
   for (const auto& event : store.events(run_id)) {

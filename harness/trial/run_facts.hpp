@@ -20,6 +20,10 @@ nlohmann::json start_event(store::Store& store, int64_t run_id);
 
 // The samples in use (after data.fraction) per the start event; an InfraError when absent.
 uint64_t samples_used(store::Store& store, int64_t run_id);
+// The global samples of `step`'s batch from rank 0's `batch` event (command trainers with
+// faultline_probe.py write one at full-probe, replay and fingerprint-every-step steps); empty when
+// there is none.
+std::vector<uint64_t> batch_event(store::Store& store, int64_t run_id, int64_t step);
 
 // The host each rank of the run reported in its start event, by rank ("" where none did).
 std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id);

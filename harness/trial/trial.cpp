@@ -11,13 +11,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 #include "harness/launch/local_launcher.hpp"
+#include "harness/launch/log_records.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
-#include "trainer/launch_check.hpp"
-#include "trainer/train_config.hpp"
 
 namespace faultline::harness {
 
@@ -29,11 +29,29 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
+// The stacks a rank wrote to its log when asked (Python's faulthandler: "Thread 0x... (most
+// recent call first):" blocks), at most 40 lines; "" when it wrote none.
+std::string stacks_in_log(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, stacks;
+  int lines = 0;
+  bool in_dump = false;
+  while (std::getline(in, line) && lines < 40) {
+    const bool header = line.rfind("Thread 0x", 0) == 0 || line.rfind("Current thread 0x", 0) == 0;
+    in_dump = in_dump || header;
+    if (!in_dump || line.empty()) continue;
+    stacks += "\n    " + line;
+    ++lines;
+  }
+  return stacks;
+}
+
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
 // a data anomaly is the trainer reporting a failure the detectors judge from its records; its
 // report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
 // stopped at the total time limit never finished: a `hang` at the step the slowest rank was in.
 void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch,
+                   const contract::TrainerContract& trainer,
                    std::vector<detectors::Failure>& failures, std::string& infra_detail,
                    const std::vector<RankLaunch>& ranks) {
   if (result.timed_out) {
@@ -61,21 +79,38 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
                std::to_string(result.hang->step) + ") that rank(s) " + waiting + " wait in; " +
                detail;
     }
+    if (watch.stack_signal)
+      for (int rank : result.hang->ranks)
+        if (auto stacks = stacks_in_log(ranks.at(rank).log_path); !stacks.empty())
+          detail += "; the stacks of rank " + std::to_string(rank) + " (" +
+                    signal_name(watch.stack_signal) + ", from its log):" + stacks;
     failures.push_back({detectors::FailureKind::Hang, result.hang->step,
                         result.hang->ranks.size() == 1 ? result.hang->ranks[0] : -1, detail});
   }
   if (!result.crash) return;
   const auto& crash = *result.crash;
   using contract::ExitMeaning;
-  const auto meaning = crash.signal == 0
-                           ? contract::TrainerContract::bundled().exit_meaning(crash.exit_code)
-                           : ExitMeaning::Failed;
+  const auto meaning =
+      crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : ExitMeaning::Failed;
   if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
   if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
     infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
                    std::to_string(crash.exit_code) +
                    " before training: " + log_tail(ranks.at(crash.rank).log_path);
     return;
+  }
+  if (trainer.is_command() && result.last_step.at(crash.rank) == 0 && crash.signal == 0) {
+    // A script that cannot import what it needs never trained: the machine's problem, not a
+    // crash of the run (e.g. a python3 on PATH without torch).
+    const std::string log = log_tail(ranks.at(crash.rank).log_path);
+    if (log.find("ModuleNotFoundError") != std::string::npos ||
+        log.find("ImportError") != std::string::npos) {
+      infra_detail = "rank " + std::to_string(crash.rank) + " of " + trainer.name() +
+                     " could not import a module before training (is it the interpreter with "
+                     "torch? Debian's is /usr/bin/python3): " +
+                     log;
+      return;
+    }
   }
   if (meaning == ExitMeaning::OutOfMemory) {
     failures.push_back(
@@ -120,22 +155,13 @@ const char* to_string(Verdict verdict) {
 
 std::vector<std::string> trial_overrides(const TrialSpec& spec) {
   std::vector<std::string> overrides = spec.overrides;
-  for (auto& scale : contract::TrainerContract::bundled().scale_overrides(spec))
+  for (auto& scale : contract::TrainerContract::of(spec.config_path).scale_overrides(spec))
     overrides.push_back(std::move(scale));
   return overrides;
 }
 
 std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer) {
-  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
-  for (const auto& assignment : trial_overrides(spec)) {
-    argv.push_back("--set");
-    argv.push_back(assignment);
-  }
-  if (!spec.resume.empty()) {
-    argv.push_back("--resume");
-    argv.push_back(spec.resume);
-  }
-  return argv;
+  return contract::TrainerContract::of(spec.config_path).argv(spec, trainer);
 }
 
 TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
@@ -144,25 +170,25 @@ TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions 
 Outcome TrialRunner::run(const TrialSpec& spec) {
   const auto overrides = trial_overrides(spec);
   // Validate here: a bad recipe is the user's error, reported before anything is launched.
-  const auto config = trainer::load_train_config(spec.config_path, overrides);
-  trainer::check_launchable(config, spec.ranks);
+  const auto config = contract::load_recipe(spec.config_path, overrides);
+  contract::check_launchable(config, spec.ranks);
+  const auto trainer = contract::TrainerContract::of(spec.config_path);
 
   store::RunInfo info;
   info.config_path = spec.config_path;
   info.config = config.canonical;
   info.config_hash = config.hash;
   info.ranks = spec.ranks;
-  info.steps =
-      spec.stop_after > 0 ? std::min(spec.stop_after, config.train.steps) : config.train.steps;
-  info.data_fraction = config.data.fraction;
+  info.steps = spec.stop_after > 0 ? std::min(spec.stop_after, config.steps) : config.steps;
+  info.data_fraction = config.data_fraction;
   info.launcher = launcher_.name();
   info.parent = spec.parent;
   info.owner_pid = getpid();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   info.owner_host = host;
-  std::vector<std::string> argv = trainer_argv(spec, options_.trainer);
   Outcome outcome;
+  contract::RankCommand command;
   outcome.ranks = spec.ranks;
   // The run's directory is named after its id, and the argv names the directory: one
   // transaction, so no run is ever stored without the command line it ran.
@@ -174,32 +200,38 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
       outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." +
                         std::to_string(again);
-    argv.push_back("--out");
-    argv.push_back(outcome.out_dir);
-    info.argv_json = nlohmann::json(argv).dump();
+    command = trainer.rank_command(spec, options_.trainer, outcome.out_dir);
+    info.argv_json = nlohmann::json(command.argv).dump();
     store_.set_run_argv(outcome.run_id, info.argv_json);
   });
   std::filesystem::create_directories(outcome.out_dir);
 
   std::vector<RankLaunch> ranks;
   const int port = pick_free_port();
+  std::shared_ptr<const LogRecords> log_records;
+  if (command.records == contract::RecordSource::Log)
+    log_records = std::make_shared<const LogRecords>(LogRecords::compile(
+        command.log_regex, command.checkpoint_regex, " in " + spec.config_path, command.cwd));
   for (int rank = 0; rank < spec.ranks; ++rank) {
     RankLaunch launch;
     launch.rank = rank;
-    launch.argv = argv;
+    launch.argv = command.argv;
+    launch.cwd = command.cwd;
+    launch.log_records = log_records;
     launch.metrics_path = outcome.out_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
     launch.log_path = outcome.out_dir + "/rank" + std::to_string(rank) + ".log";
     launch.env = {
         {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(spec.ranks)},
         {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
+    launch.env.insert(command.env.begin(), command.env.end());
     if (static_cast<size_t>(rank) < spec.hosts.size())
       launch.env["FAULTLINE_HOST"] = spec.hosts[static_cast<size_t>(rank)];
     ranks.push_back(launch);
   }
 
   detectors::RunJudge judge(options_.thresholds,
-                            detectors::RunContext{spec.ranks, config.schedule.warmup_steps});
+                            detectors::RunContext{spec.ranks, config.warmup_steps});
   IngestSink sink(store_, outcome.run_id, judge, options_.observer);
   if (options_.observer) {
     TrialStart start{outcome.run_id, outcome.out_dir, {}, spec.ranks, info.steps};
@@ -207,10 +239,12 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     options_.observer->started(start);
   }
   SupervisedResult result;
+  SuperviseOptions watch = options_.supervise;
+  watch.interrupted = options_.interrupted;
+  if (trainer.is_command() && trainer.records() == contract::RecordSource::Protocol)
+    watch.stack_signal = SIGUSR1;  // faultline_probe.py prints every thread's stack on it
   try {
     auto trial = launcher_.launch(ranks);
-    SuperviseOptions watch = options_.supervise;
-    watch.interrupted = options_.interrupted;
     result = supervise(*trial, ranks, watch, sink);
   } catch (const InfraError& error) {
     outcome.infra_detail = error.what();
@@ -222,7 +256,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   outcome.wall_s = result.wall_s;
   for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
   if (outcome.infra_detail.empty())
-    classify_exit(result, options_.supervise, outcome.failures, outcome.infra_detail, ranks);
+    classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail, ranks);
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);

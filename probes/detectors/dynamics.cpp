@@ -48,7 +48,8 @@ class AnomalyDetector : public Detector {
     if (!t_.nonfinite.enabled) return;
     std::vector<std::string> bad;
     if (!std::isfinite(r.loss)) bad.push_back("loss " + num(r.loss));
-    if (!std::isfinite(r.grad_norm)) bad.push_back("grad_norm " + num(r.grad_norm));
+    if (r.has_grad_norm && !std::isfinite(r.grad_norm))
+      bad.push_back("grad_norm " + num(r.grad_norm));
     if (r.param_norm && !std::isfinite(*r.param_norm))
       bad.push_back("param_norm " + num(*r.param_norm));
     if (r.nonfinite.value_or(0) > 0)

@@ -19,6 +19,7 @@ class LrDetector : public Detector {
       : t_(t.lr_anomaly), warmup_steps_(context.warmup_steps) {}
 
   void observe(const StepRecord& r) override {
+    if (!r.has_lr) return;  // a trainer that does not report its LR
     Rank& s = ranks_[r.rank];
     const double lr = r.lr;
     if (!std::isfinite(lr) || lr < 0) {

@@ -70,9 +70,9 @@ void print_finding(const store::FindingInfo& finding) {
   }
   if (doc["min_scale"].is_object()) {
     const json& scale = doc["min_scale"];
-    fmt::print("  smallest: {} rank(s), steps {}..{}, {:g} of the data\n", text_of(scale["ranks"]),
+    fmt::print("  smallest: {} rank(s), steps {}..{}, {:g}% of the data\n", text_of(scale["ranks"]),
                scale.value("from_step", 0) + 1, text_of(scale["steps"]),
-               scale["data_fraction"].get<double>());
+               100 * scale["data_fraction"].get<double>());
   }
   fmt::print("  cost:     {} trials, {} trainer steps ({} rank-steps)\n", text_of(doc["trials"]),
              text_of(doc["steps_executed"]), text_of(doc["rank_steps_executed"]));

@@ -15,6 +15,7 @@
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "trainer/train_config.hpp"
@@ -61,8 +62,8 @@ harness::TrialSpec failing_spec(const IsolateArgs& args) {
   spec.config_path = resolve_train_recipe(args.config);
   spec.overrides = trainer::absolute_path_overrides(args.overrides);
   const auto recipe =
-      trainer::load_train_config(spec.config_path, spec.overrides, args.option_names);
-  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
+      harness::contract::load_recipe(spec.config_path, spec.overrides, args.option_names);
+  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.parent = "isolate";
   spec.hosts = host_labels(args.hosts, spec.ranks);
   return spec;
@@ -79,7 +80,7 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
   const auto baseline_overrides = trainer::absolute_path_overrides(args.baseline_overrides);
   spec.overrides.insert(spec.overrides.end(), baseline_overrides.begin(), baseline_overrides.end());
   // bad input: report it now
-  trainer::load_train_config(spec.config_path, spec.overrides, args.option_names);
+  harness::contract::load_recipe(spec.config_path, spec.overrides, args.option_names);
   spec.parent = "isolate:baseline";
   return spec;
 }

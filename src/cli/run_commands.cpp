@@ -14,6 +14,8 @@
 #include "cli/train_progress.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "harness/contract/recipe.hpp"
+#include "harness/contract/trainer_contract.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ladder.hpp"
 #include "harness/trial/trial_cache.hpp"
@@ -77,11 +79,11 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
 
 int run_train(const TrainArgs& args) {
   const std::string config = resolve_train_recipe(args.config);
-  auto recipe = trainer::load_train_config(config, args.overrides, args.option_names);
+  auto recipe = harness::contract::load_recipe(config, args.overrides, args.option_names);
   harness::TrialSpec spec;
   spec.config_path = config;
   spec.overrides = trainer::absolute_path_overrides(args.overrides);
-  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.dist.ranks);
+  spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
   auto store = open_store(args.context);
@@ -112,15 +114,21 @@ int run_train(const TrainArgs& args) {
 
 int run_smoke(const SmokeArgs& args) {
   const std::string config = resolve_train_recipe(args.config);
-  auto recipe = trainer::load_train_config(config, args.overrides, args.option_names);
+  auto recipe = harness::contract::load_recipe(config, args.overrides, args.option_names);
   auto ladder = harness::load_ladder(resolve_recipe(args.ladder, RecipeKind::Ladder, "--ladder"));
-  auto rungs =
-      harness::resolve_ladder(ladder, static_cast<int>(recipe.dist.ranks), recipe.train.steps);
-  for (const auto& rung : rungs) trainer::check_launchable(recipe, rung.ranks);
+  auto rungs = harness::resolve_ladder(ladder, static_cast<int>(recipe.ranks), recipe.steps);
+  for (const auto& rung : rungs) harness::contract::check_launchable(recipe, rung.ranks);
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   harness::TrialRunner runner(store, launcher, runner_options(args.context));
 
+  // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
+  const auto trainer_contract = harness::contract::TrainerContract::of(config);
+  const bool fractions = trainer_contract.can(harness::contract::Capability::DataFraction);
+  if (!fractions)
+    fmt::print(
+        stderr, "faultline smoke: every rung trains on all the data: {}\n",
+        trainer_contract.skipped("data fractions", harness::contract::Capability::DataFraction));
   json rungs_json = json::array();
   harness::Verdict gate = harness::Verdict::Pass;
   for (size_t i = 0; i < rungs.size(); ++i) {
@@ -130,18 +138,19 @@ int run_smoke(const SmokeArgs& args) {
     spec.overrides = trainer::absolute_path_overrides(args.overrides);
     spec.ranks = rung.ranks;
     spec.stop_after = rung.steps;
-    spec.data_fraction = rung.rung.data_fraction;
+    const double fraction = fractions ? rung.rung.data_fraction : 1.0;
+    spec.data_fraction = fractions ? fraction : 0;
     spec.parent = "smoke";
-    fmt::print(
-        stderr, "faultline smoke: rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...\n",
-        i + 1, rungs.size(), rung.rung.name, rung.ranks, rung.steps, rung.rung.data_fraction * 100);
+    fmt::print(stderr,
+               "faultline smoke: rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...\n",
+               i + 1, rungs.size(), rung.rung.name, rung.ranks, rung.steps, fraction * 100);
     auto outcome = runner.run(spec);
     fmt::print(stderr, "faultline smoke: rung {}/{}: {} (run {}, {:.1f} s)\n", i + 1, rungs.size(),
                harness::to_string(outcome.verdict), outcome.run_id, outcome.wall_s);
     rungs_json.push_back({{"name", rung.rung.name},
                           {"ranks", rung.ranks},
                           {"steps", rung.steps},
-                          {"data_fraction", rung.rung.data_fraction},
+                          {"data_fraction", fraction},
                           {"run_id", outcome.run_id},
                           {"verdict", harness::to_string(outcome.verdict)},
                           {"failures", failures_json(outcome.failures)}});

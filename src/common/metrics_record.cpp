@@ -71,6 +71,8 @@ ParsedLine parse_metrics_line(std::string_view line) {
       step.loss = real(record, "loss", std::nan(""));
       step.grad_norm = real(record, "grad_norm", std::nan(""));
       step.lr = real(record, "lr", std::nan(""));
+      step.has_grad_norm = record.contains("grad_norm") && !record["grad_norm"].is_null();
+      step.has_lr = record.contains("lr") && !record["lr"].is_null();
       step.step_ms = real(record, "step_ms");
       step.data_ms = real(record, "data_ms");
       step.comm_ms = real(record, "comm_ms");

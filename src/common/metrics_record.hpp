@@ -17,6 +17,9 @@ struct StepRecord {
   double t = 0;
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0;
+  // Whether the trainer wrote grad_norm and lr at all: a log-only trainer may print neither, and
+  // a value it never gave is not a non-finite one (NaN in memory, NULL in the store).
+  bool has_grad_norm = true, has_lr = true;
   double step_ms = 0, data_ms = 0, comm_ms = 0;
   int64_t tokens = 0;
   int64_t mem_bytes = 0;

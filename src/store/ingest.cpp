@@ -35,8 +35,8 @@ void bind_step(Statement& insert, int64_t run_id, const StepRecord& step) {
   insert.bind(3, step.step);
   bind_real(insert, 4, step.t);
   bind_real(insert, 5, step.loss);
-  bind_real(insert, 6, step.grad_norm);
-  bind_real(insert, 7, step.lr);
+  bind_real(insert, 6, step.has_grad_norm ? std::optional<double>(step.grad_norm) : std::nullopt);
+  bind_real(insert, 7, step.has_lr ? std::optional<double>(step.lr) : std::nullopt);
   bind_real(insert, 8, step.step_ms);
   bind_real(insert, 9, step.data_ms);
   bind_real(insert, 10, step.comm_ms);

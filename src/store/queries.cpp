@@ -28,6 +28,8 @@ StepRecord read_step(const Statement& query) {
   step.loss = read_real(query, 3);
   step.grad_norm = read_real(query, 4);
   step.lr = read_real(query, 5);
+  step.has_grad_norm = !query.is_null(4);
+  step.has_lr = !query.is_null(5);
   step.step_ms = read_real(query, 6);
   step.data_ms = read_real(query, 7);
   step.comm_ms = read_real(query, 8);

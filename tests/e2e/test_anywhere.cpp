@@ -70,7 +70,7 @@ TEST(Anywhere, InstalledFaultlineRunsSmokeIsolateAndReproFromAnEmptyDirectory) {
     return args;
   };
   ASSERT_TRUE(fs::exists(installed_prefix() + "/share/faultline/recipes/train/tiny.toml"));
-  ASSERT_TRUE(fs::exists(installed_prefix() + "/share/faultline/python/faultline_metrics.py"));
+  ASSERT_TRUE(fs::exists(installed_prefix() + "/share/faultline/python/faultline_probe.py"));
 
   auto smoke = run_in(empty, installed_faultline(), with({"smoke", "-c", kMicro, "--json"}));
   ASSERT_EQ(smoke.result.exit_code, 0) << smoke.result.output;

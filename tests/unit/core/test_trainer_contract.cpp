@@ -74,7 +74,7 @@ TEST(TrainerContract, BundledTrainerDeclaresEverythingButCheaperData) {
   EXPECT_FALSE(trainer.can(Capability::CheaperWithLessData));
   EXPECT_EQ(trainer.skipped("scale: data", Capability::CheaperWithLessData),
             "skipped scale: data: it needs the trainer capability 'cheaper_with_less_data', "
-            "which the trainer does not declare");
+            "which faultline-train does not declare");
 }
 
 TEST(TrainerContract, CheckpointsComeFromEventsWhoseFilesExist) {

@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""A small GPT trainer in plain PyTorch, instrumented for faultline with faultline_probe.
+
+Read it top to bottom: data, model, optimizer and schedule, planted faults, the training loop.
+It runs alone (one process, or several under torchrun) and under faultline, which passes what
+it wants in FAULTLINE_* variables that faultline_probe reads (probes/python/README.md).
+
+    /usr/bin/python3 examples/pytorch/train.py --steps 100
+    RANK=0 WORLD_SIZE=2 ... & RANK=1 WORLD_SIZE=2 ... &   # data parallel over Gloo, or torchrun
+
+Exit codes: 0 done, 2 bad usage, 3 halted on NaN/Inf, 4 bad data, 5 out of memory.
+"""
+import argparse
+import math
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+try:
+    import faultline_probe as fp
+except ImportError:  # run from a checkout: the helper lives in probes/python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "probes", "python"))
+    import faultline_probe as fp
+
+
+# ----------------------------------------------------------------------------------------------
+# Data: a corpus of token ids, cut into samples of block_size + 1 tokens at stride block_size.
+# Sample i is tokens[i*T : i*T + T + 1], so a sample index names the same text on every rank.
+
+def synthetic_tokens(vocab_size, n_tokens, seed, branching=4, uniform=0.02):
+    """A random bigram language: after token a, one of `branching` fixed successors of a with
+    Zipf weights 1, 1/2, 1/3, ..., or (2 % of the time) any token. A model learns it quickly."""
+    g = torch.Generator().manual_seed(seed)
+    successors = torch.randint(vocab_size, (vocab_size, branching), generator=g).tolist()
+    weights = torch.tensor([1.0 / (i + 1) for i in range(branching)])
+    choice = torch.multinomial(weights, n_tokens, replacement=True, generator=g).tolist()
+    anywhere = (torch.rand(n_tokens, generator=g) < uniform).tolist()
+    random_token = torch.randint(vocab_size, (n_tokens,), generator=g).tolist()
+    tokens, current = [], random_token[0]
+    for t in range(n_tokens):
+        current = random_token[t] if anywhere[t] else successors[current][choice[t]]
+        tokens.append(current)
+    return torch.tensor(tokens, dtype=torch.long)
+
+
+class Corpus:
+    def __init__(self, tokens, block_size):
+        self.tokens, self.block_size = tokens, block_size
+        self.n_samples = (len(tokens) - 1) // block_size
+        if self.n_samples < 1:
+            sys.exit(f"train.py: the corpus has {len(tokens)} tokens, fewer than one sample")
+        self.offsets = torch.arange(block_size + 1)
+
+    def get(self, samples):
+        """Inputs and next-token targets of these samples, (len(samples), block_size) each."""
+        rows = self.tokens[torch.tensor(samples)[:, None] * self.block_size + self.offsets]
+        return rows[:, :-1], rows[:, 1:]
+
+
+def load_corpus(args):
+    if args.data:
+        with open(args.data, "rb") as f:  # raw bytes: token ids 0..255
+            tokens = torch.tensor(list(f.read()), dtype=torch.long)
+    else:
+        tokens = synthetic_tokens(args.vocab_size, args.data_tokens, args.data_seed)
+    return Corpus(tokens, args.block_size)
+
+
+# ----------------------------------------------------------------------------------------------
+# The model: GPT-2 style, pre-LayerNorm blocks, tied input/output embedding.
+# Modules: wte, wpe, blocks.N.{ln_1, attn, ln_2, mlp}, blocks.N, ln_f, head.
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(n_embd, 3 * n_embd)
+        self.proj = nn.Linear(n_embd, n_embd)
+        mask = torch.ones(block_size, block_size, dtype=torch.bool).tril()
+        self.register_buffer("causal", mask, persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        # (B, T, 3C) -> three (B, heads, T, head_size) tensors
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+        y = scores.softmax(dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.fc = nn.Linear(n_embd, 4 * n_embd)
+        self.proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd {n_embd} is not divisible by n_head {n_head}")
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.blocks = nn.ModuleList(Block(n_embd, n_head, block_size) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.head.weight = self.wte.weight  # tied
+        # N(0, 0.02) weights, zero biases; residual projections scaled by 1/sqrt(2 * n_layer).
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif "ln_" in name:
+                nn.init.ones_(p)
+            else:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    def forward(self, idx, targets):
+        positions = torch.arange(idx.size(1), device=idx.device)
+        x = self.wte(idx) + self.wpe(positions)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
+# ----------------------------------------------------------------------------------------------
+# Optimizer and schedule.
+
+def make_optimizer(model, args):
+    """AdamW; weight decay on matrices (embeddings included), none on biases and LayerNorms."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": args.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def lr_at(step, args):
+    """Linear warm-up to --lr, then cosine decay to --lr/10 at --steps (1-based steps)."""
+    if step <= args.warmup:
+        return args.lr * step / max(1, args.warmup)
+    progress = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
+    min_lr = args.lr * 0.1
+    return min_lr + 0.5 * (args.lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+# ----------------------------------------------------------------------------------------------
+# Planted faults: each the simplest mechanism with a real failure's signature.
+
+class Faults:
+    def __init__(self, args, rank, model):
+        self.args, self.rank = args, rank
+        self.step, self.samples = 0, []
+        modules = dict(model.named_modules())
+        if args.nan_step and args.nan_layer not in modules:
+            names = ", ".join(n for n in modules if n)
+            sys.exit(f"train.py: error: --nan-layer '{args.nan_layer}' is not a module; "
+                     f"modules: {names}")
+        if args.nan_step:
+            modules[args.nan_layer].register_forward_hook(self.nan_output)
+        if args.poison_sample >= 0:
+            modules["wte"].register_forward_hook(self.poison_rows)
+
+    def nan_output(self, module, inputs, output):  # --nan-step/--nan-layer: NaN activations
+        return output + float("nan") if self.step == self.args.nan_step else output
+
+    def poison_rows(self, module, inputs, output):  # --poison-sample: one bad sample's embedding
+        rows = [r for r, i in enumerate(self.samples) if i == self.args.poison_sample]
+        if not rows:
+            return output
+        output = output.clone()
+        output[rows] = float("nan")
+        return output
+
+    def at_step_start(self, step):
+        self.step = step
+        a = self.args
+        if a.crash_rank == self.rank and a.crash_step == step:  # a dying rank
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if a.hang_rank == self.rank and a.hang_step == step:  # a rank that never comes back
+            while True:
+                time.sleep(1)
+
+    def on_local_grads(self, step, model):
+        """--corrupt-grad-*: from that step on, this rank negates the first 1/8 of its local
+        gradient elements before the allreduce. Finite, plausible in size, and wrong."""
+        if self.rank != self.args.corrupt_grad_rank or step < self.args.corrupt_grad_step:
+            return
+        left = sum(p.numel() for p in model.parameters()) // 8
+        with torch.no_grad():
+            for p in model.parameters():
+                if left <= 0 or p.grad is None:
+                    break
+                flat = p.grad.view(-1)
+                flat[:left].neg_()
+                left -= flat.numel()
+
+
+# ----------------------------------------------------------------------------------------------
+# Training.
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add = p.add_argument
+    add("--steps", type=int, default=100, help="length of the run (the LR schedule's horizon)")
+    add("--batch-size", type=int, default=8, help="global batch, in samples")
+    add("--grad-accum", type=int, default=1, help="micro-batches per rank and step")
+    add("--lr", type=float, default=1e-2)
+    add("--warmup", type=int, default=10, help="warm-up steps")
+    add("--weight-decay", type=float, default=0.1)
+    add("--grad-clip", type=float, default=1.0, help="max gradient norm; 0 disables clipping")
+    add("--seed", type=int, default=1234, help="initialization and batch order")
+    add("--threads", type=int, default=1, help="torch intra-op threads")
+    add("--n-layer", type=int, default=2)
+    add("--n-head", type=int, default=2)
+    add("--n-embd", type=int, default=64)
+    add("--block-size", type=int, default=32)
+    add("--vocab-size", type=int, default=64)
+    add("--data", default="", help="a file of raw bytes as tokens (needs --vocab-size 256)")
+    add("--data-seed", type=int, default=1, help="seed of the synthetic language")
+    add("--data-tokens", type=int, default=32768, help="tokens of the synthetic corpus")
+    add("--log-every", type=int, default=10, help="progress lines on stdout (rank 0); 0: none")
+    add("--nan-step", type=int, default=0, help="fault: at this step ...")
+    add("--nan-layer", default="", help="... this module's output turns NaN")
+    add("--poison-sample", type=int, default=-1, help="fault: this sample's embedding is NaN")
+    add("--corrupt-grad-rank", type=int, default=-1, help="fault: this rank's local gradient ...")
+    add("--corrupt-grad-step", type=int, default=0, help="... is sign-flipped from this step on")
+    add("--hang-rank", type=int, default=-1, help="fault: this rank sleeps forever ...")
+    add("--hang-step", type=int, default=0, help="... at the start of this step")
+    add("--crash-rank", type=int, default=-1, help="fault: this rank dies of SIGSEGV ...")
+    add("--crash-step", type=int, default=0, help="... at the start of this step")
+    args = p.parse_args(argv)
+    for name in ("steps", "batch_size", "grad_accum", "threads", "n_layer", "n_head", "n_embd",
+                 "block_size", "vocab_size"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if bool(args.nan_step) != bool(args.nan_layer):
+        p.error("--nan-step and --nan-layer go together")
+    if args.n_embd % args.n_head:
+        p.error(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads)  # seeds: build after
+    data = load_corpus(args)
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    model.to(run.device)
+    optimizer = make_optimizer(model, args)
+    # LambdaLR's factor i is the factor of step i + 1.
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                  lambda i: lr_at(i + 1, args) / args.lr)
+    faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
+    run.start(model, optimizer, scheduler, samples=data.n_samples)
+    if run.rank == 0:
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"train.py: {n_params} parameters, {data.n_samples} samples, {run.world_size} "
+              f"rank(s) on {run.device}, steps {run.first_step}..{args.steps}", flush=True)
+
+    for step in run.steps(args.steps):
+        faults.at_step_start(step)
+        batch = run.global_batch(step, data.n_samples, args.batch_size)
+        with run.step(step) as s:
+            for samples in s.micro_batches(batch, args.grad_accum):
+                with s.data():
+                    x, y = data.get(samples)
+                    bad = (x >= args.vocab_size).any(1).nonzero().flatten().tolist()
+                    if bad:  # a token the embedding cannot look up: report the sample, exit 4
+                        s.data_anomaly(samples[bad[0]], f"token id {int(x[bad[0]].max())} is "
+                                       f"not below --vocab-size {args.vocab_size}", where=args.data)
+                    x, y = x.to(run.device), y.to(run.device)
+                faults.samples = samples
+                s.backward(model(x, y), tokens=x.numel())
+            faults.on_local_grads(step, model)
+            s.all_reduce()
+            s.clip_grad_norm(args.grad_clip)
+            optimizer.step()
+            scheduler.step()
+        if run.rank == 0 and args.log_every and (step % args.log_every == 0 or step == 1):
+            print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "
+                  f"lr {s.lr:.2e}", flush=True)
+    run.end()
+
+
+if __name__ == "__main__":
+    main()

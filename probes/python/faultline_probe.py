@@ -1,0 +1,1104 @@
+"""faultline_probe: let faultline run, probe and bisect your own PyTorch trainer.
+
+One file, the standard library plus torch. A few lines in a training loop give faultline what
+the bundled `faultline-train` gives it: the metrics protocol (docs/metrics-protocol.md), exact
+prefixes, bitwise checkpoints and resume, the always-on finiteness check and halting, full
+per-module probes, fingerprints, gradient accumulation for a 1-rank replay of an N-rank run,
+sample replay and replica mode. What faultline asks for arrives in FAULTLINE_* environment
+variables (probes/python/README.md has the table); outside faultline the same script trains as
+usual and nothing is recorded.
+
+    import faultline_probe as fp
+    run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads)  # env, seeds, determinism
+    model, optimizer, scheduler = ...                                         # built after Run()
+    run.start(model, optimizer, scheduler)                                    # start event, resume
+    for step in run.steps(args.steps):                                        # 1-based; stop-after
+        batch = run.global_batch(step, n_samples, args.batch_size)            # f(seed, step) only
+        with run.step(step) as s:
+            for samples in s.micro_batches(batch, args.grad_accum):
+                with s.data():
+                    x, y = load(samples)
+                s.backward(model(x, y), tokens=x.numel())
+            s.all_reduce()                                 # average the gradients over the ranks
+            s.clip_grad_norm(args.grad_clip)               # the check: halts (exit 3) on NaN/Inf
+            optimizer.step()
+            scheduler.step()
+    run.end()
+
+The low-level writer of the old faultline_metrics module is here too: MetricsWriter and
+fingerprint_hash. They need no torch: this module imports without it (Run then refuses).
+"""
+
+import contextlib
+import ctypes
+import faulthandler
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import signal
+import socket
+import sys
+import time
+
+try:
+    import torch
+except ImportError:  # the writer and the hash work without torch; Run does not
+    torch = None
+
+__all__ = ["MetricsWriter", "fingerprint_hash", "fingerprint", "PROTOCOL_VERSION", "Settings",
+           "Run", "Step", "global_batch", "rank_share", "seed_everything", "make_deterministic",
+           "EXIT_OK", "EXIT_USAGE", "EXIT_NONFINITE", "EXIT_DATA", "EXIT_OOM"]
+
+PROTOCOL_VERSION = 1
+PHASES = ("forward", "backward", "optimizer", "loss", "data")
+_RESERVED = ("v", "rank", "t", "type")
+EXIT_OK, EXIT_USAGE, EXIT_NONFINITE, EXIT_DATA, EXIT_OOM = 0, 2, 3, 4, 5
+SKETCH_SIZE = 16
+_M64 = (1 << 64) - 1
+
+
+# ------------------------------------------------------------------------------------------------
+# The protocol writer (formerly faultline_metrics.py).
+
+def _plain(value):
+    """A JSON-ready copy of `value`: NaN/Inf become strings, tensors and numpy scalars numbers."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if hasattr(value, "item"):  # torch tensors, numpy scalars and arrays
+        try:
+            return _plain(value.item())
+        except (ValueError, RuntimeError):  # more than one element
+            if hasattr(value, "tolist"):
+                return _plain(value.tolist())
+    return str(value)
+
+
+def _tensor_bytes(tensor):
+    """Yields the raw bytes of a tensor once, as a memoryview on a contiguous CPU copy (no numpy
+    needed). The copy stays alive while the caller uses the view: it is a local of this frame."""
+    flat = tensor.detach().reshape(-1).contiguous().cpu()
+    size = flat.numel() * flat.element_size()
+    if size:
+        yield memoryview((ctypes.c_char * size).from_address(flat.data_ptr()))
+
+
+def _chunks(data):
+    """The bytes of `data`, in order: bytes-like, a torch tensor, a numpy array, or an iterable
+    of those (e.g. model.parameters())."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        yield bytes(data)
+    elif hasattr(data, "detach"):  # a torch tensor
+        yield from _tensor_bytes(data)
+    elif hasattr(data, "tobytes"):  # a numpy array
+        yield data.tobytes()
+    elif hasattr(data, "__iter__") and not isinstance(data, str):
+        for item in data:
+            yield from _chunks(item)
+    else:
+        raise TypeError("fingerprint needs bytes, a tensor, an array, or an iterable of them; got "
+                        + type(data).__name__)
+
+
+def fingerprint_hash(data):
+    """16 hex digits: BLAKE2b with an 8-byte digest over the bytes of `data` (see _chunks)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for chunk in _chunks(data):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+class MetricsWriter:
+    """Appends protocol records to one rank's metrics file.
+
+    path: the file; default (None) $FAULTLINE_METRICS. With neither, or with path "", the writer
+    is disabled (every method does nothing), so a trainer can call it unconditionally when run
+    outside faultline.
+    rank: default $RANK, else 0. mode: "a" appends (the default), "w" starts the file anew.
+    """
+
+    def __init__(self, path=None, rank=None, mode="a"):
+        if path is None:
+            path = os.environ.get("FAULTLINE_METRICS")
+        self.path = path or None
+        self.rank = int(rank if rank is not None else os.environ.get("RANK", "0") or 0)
+        self._start = time.monotonic()
+        self._file = open(self.path, mode, encoding="utf-8") if self.path else None
+
+    @property
+    def enabled(self):
+        return self._file is not None
+
+    def write(self, type_, fields):
+        """Writes one record of `type_` with `fields` and flushes it."""
+        if self._file is None:
+            return
+        clash = [key for key in fields if key in _RESERVED]
+        if clash:
+            raise ValueError("reserved field(s) " + ", ".join(clash) + " cannot be set")
+        record = {"v": PROTOCOL_VERSION, "rank": self.rank,
+                  "t": round(time.monotonic() - self._start, 6), "type": type_}
+        record.update(_plain(fields))
+        self._file.write(json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def event(self, name, **fields):
+        """An "event" record: start, checkpoint, resume, end, or a name of your own."""
+        self.write("event", dict(name=name, **fields))
+
+    def start(self, config, **fields):
+        """The "start" event: `config` (a dict) plus config_hash, world_size, local_rank and host
+        unless given."""
+        config = dict(config)
+        defaults = {
+            "config": config,
+            "config_hash": config_hash(config),
+            "world_size": int(os.environ.get("WORLD_SIZE", "1") or 1),
+            "local_rank": int(os.environ.get("LOCAL_RANK", str(self.rank)) or self.rank),
+            "host": os.environ.get("FAULTLINE_HOST") or socket.gethostname(),
+        }
+        defaults.update(fields)
+        self.event("start", **defaults)
+
+    def step(self, step, loss, grad_norm, lr, step_ms, data_ms=0, comm_ms=0, tokens=0,
+             mem_bytes=0, **extra):
+        """A "step" record. Times in milliseconds, memory in bytes; extra fields as you like
+        (mem_total_bytes, param_norm, update_ratio, nonfinite are understood by faultline)."""
+        self.write("step", dict(step=int(step), loss=loss, grad_norm=grad_norm, lr=lr,
+                                step_ms=step_ms, data_ms=data_ms, comm_ms=comm_ms,
+                                tokens=int(tokens), mem_bytes=int(mem_bytes), **extra))
+
+    def anomaly(self, step, kind, phase, where, detail, **extra):
+        """An "anomaly" record. kind: "nonfinite", ...; phase: one of PHASES; where: module or
+        parameter name ("blocks.2.attn"); detail: a sentence for a person."""
+        self.write("anomaly", dict(step=int(step), kind=kind, phase=phase, where=where,
+                                   detail=detail, **extra))
+
+    def fingerprint(self, step, what, tensor_or_bytes, **extra):
+        """A "fingerprint" record: what is "params" or "grads"; the hash is fingerprint_hash().
+        Pass norm= and sketch= (see fingerprint()) as extras."""
+        self.write("fingerprint", dict(step=int(step), what=what,
+                                       hash=fingerprint_hash(tensor_or_bytes), **extra))
+
+    def end(self, status="ok", **fields):
+        """The "end" event."""
+        self.event("end", status=status, **fields)
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def config_hash(config):
+    """BLAKE2b-64 hex of the config as sorted, compact JSON."""
+    canonical = json.dumps(_plain(dict(config)), sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# The environment contract: what faultline asks of this run.
+
+class UsageError(Exception):
+    """A bad FAULTLINE_* value or a request the script cannot satisfy: exit 2."""
+
+
+def _usage_exit(message):
+    sys.stderr.write("faultline_probe: error: " + message + "\n")
+    sys.stderr.flush()
+    raise SystemExit(EXIT_USAGE)
+
+
+class Settings:
+    """The FAULTLINE_* and torchrun variables, read once. An absent variable means "not asked"."""
+
+    def __init__(self, environ=None):
+        env = os.environ if environ is None else environ
+
+        def integer(name, default, minimum=0):
+            text = env.get(name, "")
+            if text == "":
+                return default
+            try:
+                value = int(text)
+            except ValueError:
+                raise UsageError(f"invalid {name} '{text}' (environment); expected an integer")
+            if value < minimum:
+                raise UsageError(f"invalid {name} '{text}' (environment); expected >= {minimum}")
+            return value
+
+        def choice(name, default, allowed):
+            value = env.get(name, "") or default
+            if value not in allowed:
+                raise UsageError(f"invalid {name} '{value}' (environment); expected one of "
+                                 + ", ".join(allowed))
+            return value
+
+        self.world_size = integer("WORLD_SIZE", 1, 1)
+        self.rank = integer("RANK", 0)
+        self.local_rank = integer("LOCAL_RANK", self.rank)
+        if self.rank >= self.world_size:
+            raise UsageError(f"RANK {self.rank} is not below WORLD_SIZE {self.world_size} "
+                             "(environment); ranks are numbered 0..WORLD_SIZE-1")
+        self.master_addr = env.get("MASTER_ADDR", "") or "127.0.0.1"
+        self.master_port = integer("MASTER_PORT", 29500, 1)
+        self.metrics = env.get("FAULTLINE_METRICS", "") or None
+        self.out = env.get("FAULTLINE_OUT", "") or os.getcwd()
+        self.host = env.get("FAULTLINE_HOST", "") or socket.gethostname()
+        self.stop_after = integer("FAULTLINE_STOP_AFTER", 0)
+        self.resume = env.get("FAULTLINE_RESUME", "") or None
+        self.checkpoint_every = integer("FAULTLINE_CHECKPOINT_EVERY", 0)
+        on_halt = env.get("FAULTLINE_CHECKPOINT_ON_HALT", "").lower()
+        if on_halt not in ("", "0", "1", "true", "false"):
+            raise UsageError(f"invalid FAULTLINE_CHECKPOINT_ON_HALT '{on_halt}' (environment); "
+                             "expected 1 or 0")
+        self.checkpoint_on_halt = on_halt in ("1", "true")
+        self.probe = choice("FAULTLINE_PROBE", "cheap", ("off", "cheap", "full"))
+        self.probe_from = integer("FAULTLINE_PROBE_FROM", 0)
+        self.fingerprint_every = integer("FAULTLINE_FINGERPRINT_EVERY", 10)
+        self.accumulate = integer("FAULTLINE_ACCUMULATE", 1, 1)
+        self.replay_step = integer("FAULTLINE_REPLAY_STEP", 0)
+        text = env.get("FAULTLINE_REPLAY_SAMPLES", "")
+        try:
+            self.replay_samples = [int(x) for x in text.strip().strip("\"'").split(",")
+                                   if x.strip()]
+        except ValueError:
+            raise UsageError(f"invalid FAULTLINE_REPLAY_SAMPLES '{text}' (environment); expected "
+                             "sample indices separated by commas, e.g. 3,17")
+        if self.replay_samples and not self.replay_step:
+            raise UsageError("FAULTLINE_REPLAY_SAMPLES needs FAULTLINE_REPLAY_STEP (environment); "
+                             "set the step to replay")
+        self.replay_ranks = choice("FAULTLINE_REPLAY_RANKS", "own", ("own", "all"))
+
+    def full_probes_at(self, step):
+        return self.probe == "full" and step >= self.probe_from
+
+    def replays(self, step):
+        """Step `step` trains on FAULTLINE_REPLAY_SAMPLES only. A replay step without samples
+        asks only for that step's batch event."""
+        return bool(self.replay_samples) and step == self.replay_step
+
+
+# ------------------------------------------------------------------------------------------------
+# Sampling: the global batch of a step is a pure function of (seed, step), never of world size.
+
+def _mix(x):
+    """splitmix64's finalizer, on Python ints."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def _permute(index, epoch, seed, n_samples, bits):
+    """A 4-round Feistel permutation of [0, 2**bits), cycle-walked into [0, n_samples)."""
+    half = bits // 2
+    mask = (1 << half) - 1
+    key = _mix((seed & _M64) ^ _mix(epoch + 1))
+    x = index
+    while True:
+        left, right = x >> half, x & mask
+        for r in range(4):
+            left, right = right, left ^ (_mix(right ^ key ^ (r << 56)) & mask)
+        x = (left << half) | right
+        if x < n_samples:
+            return x
+
+
+def global_batch(seed, step, n_samples, batch_size):
+    """The global sample indices of `step` (1-based): positions (step-1)*B .. step*B-1 of an
+    endless stream that visits every sample once per epoch, in an order fixed by (seed, epoch).
+    The same definition as faultline-train's sampler (src/trainer/sampler.cpp)."""
+    if n_samples < 1 or batch_size < 1 or step < 1:
+        raise ValueError("global_batch needs n_samples >= 1, batch_size >= 1 and step >= 1")
+    bits = max(1, (n_samples - 1).bit_length())
+    bits += bits % 2  # balanced halves
+    first = (step - 1) * batch_size
+    return [_permute(p % n_samples, p // n_samples, seed, n_samples, bits)
+            for p in range(first, first + batch_size)]
+
+
+def rank_share(batch, rank, world_size):
+    """This rank's contiguous slice of a global batch."""
+    if len(batch) % world_size:
+        raise UsageError(f"a global batch of {len(batch)} samples does not split over WORLD_SIZE "
+                         f"{world_size}; choose a batch size that divides by the ranks")
+    per_rank = len(batch) // world_size
+    return list(batch[rank * per_rank:(rank + 1) * per_rank])
+
+
+# ------------------------------------------------------------------------------------------------
+# Determinism.
+
+def seed_everything(seed):
+    """Seeds Python's random, torch (CPU and every CUDA device) and numpy if it is loaded."""
+    random.seed(seed)
+    if torch is not None:
+        torch.manual_seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed % (1 << 32))
+
+
+def make_deterministic(threads=None, cuda=False):
+    """Asks torch for deterministic kernels and a fixed thread count. Returns the facts for the
+    start event: "deterministic" (the flags in effect) and "nondeterministic" (what failed)."""
+    failed = []
+    if cuda:
+        # cuBLAS reads it when its first handle is made; ":4096:8" and ":16:8" are deterministic.
+        workspace = os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        if workspace not in (":4096:8", ":16:8"):
+            failed.append(f"CUBLAS_WORKSPACE_CONFIG={workspace} (cuBLAS may reduce in any order)")
+    try:
+        torch.use_deterministic_algorithms(True)
+    except Exception as error:  # noqa: BLE001 - recorded, not fatal
+        failed.append(f"torch.use_deterministic_algorithms: {error}")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only possible before any parallel work has started
+        pass
+    if threads and torch.get_num_threads() != int(threads):
+        failed.append(f"torch.set_num_threads({threads}) left {torch.get_num_threads()} threads")
+    flags = {
+        "use_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
+    if cuda:
+        flags["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", "")
+        flags["matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        flags["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
+    return {"deterministic": flags, "nondeterministic": failed}
+
+
+def _rng_state():
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if "numpy" in sys.modules:
+        state["numpy"] = sys.modules["numpy"].random.get_state()
+    return state
+
+
+def _set_rng_state(state):
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state and "numpy" in sys.modules:
+        sys.modules["numpy"].random.set_state(state["numpy"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Fingerprints: hash, norm and a 16-number sketch (docs/metrics-protocol.md, docs/ranks.md).
+
+_SIGNS = {}
+
+
+def _sign_pattern(numel, device):
+    """s_i = +1 if the low bit of splitmix64(i) is set, else -1 (src/trainer/fingerprint.cpp),
+    computed with wrapping int64 arithmetic: the low 64 bits equal the uint64 ones."""
+    key = (numel, str(device))
+    if key not in _SIGNS:
+        def signed(c):
+            return c - (1 << 64) if c >= 1 << 63 else c
+
+        def shift_right(x, k):  # logical, not arithmetic
+            return (x >> k) & ((1 << (64 - k)) - 1)
+
+        x = torch.arange(numel, dtype=torch.int64) + signed(0x9E3779B97F4A7C15)
+        x = (x ^ shift_right(x, 30)) * signed(0xBF58476D1CE4E5B9)
+        x = (x ^ shift_right(x, 27)) * signed(0x94D049BB133111EB)
+        x = x ^ shift_right(x, 31)
+        _SIGNS.clear()  # one size at a time: params and grads have the same size
+        _SIGNS[key] = ((x & 1) * 2 - 1).to(torch.float32).to(device)
+    return _SIGNS[key]
+
+
+def fingerprint(tensors):
+    """{"hash", "norm", "sketch"} of the tensors flattened in order into one buffer. hash:
+    BLAKE2b-64 of the buffer's raw bytes; norm: its L2 norm in float32; sketch: for each of 16
+    contiguous chunks, sum of s_i * x_i in float64, s_i = +-1 from splitmix64(i)."""
+    if hasattr(tensors, "detach"):
+        tensors = [tensors]
+    parts = [t.detach().reshape(-1) for t in tensors]
+    dtypes = {p.dtype for p in parts}
+    flat = torch.cat(parts) if len(dtypes) == 1 else torch.cat([p.float() for p in parts])
+    values = flat.float()
+    n = values.numel()
+    chunk = max(1, -(-n // SKETCH_SIZE))
+    signed = (values * _sign_pattern(n, values.device)).double()
+    padded = torch.zeros(chunk * SKETCH_SIZE, dtype=torch.float64, device=values.device)
+    padded[:n] = signed
+    numbers = torch.cat([values.norm().double().reshape(1), padded.view(SKETCH_SIZE, chunk).sum(1)])
+    numbers = numbers.tolist()
+    return {"hash": fingerprint_hash(flat), "norm": numbers[0], "sketch": numbers[1:]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Small facts about the process.
+
+def _resident_bytes():
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _physical_memory():
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _is_oom(error):
+    if isinstance(error, MemoryError):
+        return True
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None) if torch is not None else None
+    if oom_type is not None and isinstance(error, oom_type):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and ("out of memory" in text
+                                                or "can't allocate memory" in text)
+
+
+def _global_norm(tensors):
+    """The L2 norm of all the tensors together, as a float (one host sync)."""
+    if not tensors:
+        return 0.0
+    with torch.no_grad():
+        norms = torch._foreach_norm(tensors) if hasattr(torch, "_foreach_norm") else \
+            [t.norm() for t in tensors]
+        return float(torch.stack(norms).norm())
+
+
+def _floating_tensors(value):
+    """The floating-point tensors in a module's output: a tensor, or tuples/lists/dicts of them."""
+    if torch.is_tensor(value):
+        if value.is_floating_point() or value.is_complex():
+            yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _floating_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _floating_tensors(item)
+
+
+# ------------------------------------------------------------------------------------------------
+# The run and its steps.
+
+class Run:
+    """One rank's training run as faultline sees it.
+
+    Make it first (it seeds, so the model must be built after it), then call start() with the
+    model and optimizer, iterate steps(), wrap each step in step(), and call end().
+
+    config: your settings (a dict; it goes into the start event and the config_hash).
+    seed: seeds random, torch and numpy; also the seed of global_batch(). Default config["seed"].
+    threads: torch intra-op threads (recorded; the loss bits depend on it). Default: torch's.
+    device: default cuda:LOCAL_RANK when CUDA is available, else cpu.
+    backend: the process group's for WORLD_SIZE > 1; default nccl on CUDA, else gloo.
+    """
+
+    def __init__(self, config=None, *, seed=None, threads=None, device=None, backend=None,
+                 timeout_s=300, environ=None):
+        if torch is None:
+            raise RuntimeError("faultline_probe.Run needs torch")
+        faulthandler.enable()  # a crash prints the Python stacks
+        if hasattr(signal, "SIGUSR1"):  # faultline sends SIGUSR1 to a hung rank before the kill
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        try:
+            self.settings = Settings(environ)
+        except UsageError as error:
+            _usage_exit(str(error))
+        s = self.settings
+        self.config = dict(config or {})
+        self.rank, self.world_size, self.local_rank = s.rank, s.world_size, s.local_rank
+        self.seed = int(seed if seed is not None else self.config.get("seed", 0))
+        if device is None:
+            device = f"cuda:{s.local_rank}" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.facts = make_deterministic(threads, cuda=self.device.type == "cuda")
+        seed_everything(self.seed)
+        self.metrics = MetricsWriter(s.metrics or "", s.rank, mode="a" if s.resume else "w")
+        self.backend = "none"
+        if s.world_size > 1:
+            import datetime
+            import torch.distributed as dist
+            self.backend = backend or ("nccl" if self.device.type == "cuda" else "gloo")
+            if environ is None:  # env:// also finds torchrun's agent store
+                os.environ.setdefault("MASTER_ADDR", s.master_addr)
+                os.environ.setdefault("MASTER_PORT", str(s.master_port))
+                init = "env://"
+            else:
+                init = f"tcp://{s.master_addr}:{s.master_port}"
+            dist.init_process_group(self.backend, init_method=init, rank=s.rank,
+                                    world_size=s.world_size,
+                                    timeout=datetime.timedelta(seconds=timeout_s))
+        self.model = self.optimizer = self.scheduler = None
+        self.first_step = None
+        self.last_step = None
+        self.collectives = 0
+        self._named = []          # (name, parameter) in named_parameters() order
+        self._probes_attached = False
+        self._probing = None      # the Step whose full probes are on, else None
+        self._ended = False
+        self._last_run = None     # the last step this process ran
+        self._first_loss = self._last_loss = math.nan
+        self._steps_run = 0
+        self._timed_tokens = 0
+        self._timed_ms = 0.0
+
+    # -- setting up ----------------------------------------------------------------------------
+
+    def start(self, model, optimizer, scheduler=None, **fields):
+        """Writes the start event and, with FAULTLINE_RESUME, loads the checkpoint (model,
+        optimizer, scheduler, step and every RNG state) and writes the resume event. Extra
+        fields (e.g. samples=len(dataset)) go into the start event. Returns the first step."""
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.first_step = 1
+        meta = None
+        if self.settings.resume:
+            meta = self._load(self.settings.resume)
+            self.first_step = meta["step"] + 1
+        start = {
+            "config": self.config, "config_hash": config_hash(self.config),
+            "world_size": self.world_size, "local_rank": self.local_rank,
+            "host": self.settings.host, "backend": self.backend,
+            "parameters": sum(p.numel() for _, p in self._named),
+            "first_step": self.first_step, "seed": self.seed,
+            "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "torch_version": torch.__version__, "python_version": platform.python_version(),
+            "device": str(self.device), "cpu": _cpu_model(), "mem_total_bytes": _physical_memory(),
+            "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
+            "command": sys.argv, "pid": os.getpid(),
+        }
+        if self.device.type == "cuda":
+            start["cuda_device"] = torch.cuda.get_device_name(self.device)
+            start["cuda_version"] = torch.version.cuda
+        start.update(self.facts)
+        start.update(fields)
+        self.metrics.event("start", **start)
+        if meta is not None:
+            self.metrics.event("resume", step=meta["step"], path=self.settings.resume,
+                               checkpoint_config_hash=meta.get("config_hash", ""))
+        return self.first_step
+
+    def steps(self, total):
+        """The step numbers to run: first_step .. total, or .. FAULTLINE_STOP_AFTER if smaller.
+        `total` is the run's length (your schedule's horizon); a stop-after run is its prefix."""
+        if self.first_step is None:
+            raise RuntimeError("call run.start(model, optimizer) before run.steps()")
+        stop = self.settings.stop_after
+        self.last_step = min(total, stop) if stop > 0 else total
+        return iter(range(self.first_step, self.last_step + 1))
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def global_batch(self, step, n_samples, batch_size):
+        """The global batch of `step`: sample indices, a pure function of (seed, step)."""
+        return global_batch(self.seed, step, n_samples, batch_size)
+
+    def rank_share(self, batch):
+        """This rank's contiguous slice of a global batch."""
+        try:
+            return rank_share(batch, self.rank, self.world_size)
+        except UsageError as error:
+            _usage_exit(str(error))
+
+    def grad_accum(self, base=1):
+        """Micro-batches per rank and step: yours times FAULTLINE_ACCUMULATE."""
+        return int(base) * self.settings.accumulate
+
+    # -- stepping -----------------------------------------------------------------------------
+
+    def step(self, number):
+        """The context of one training step; see Step."""
+        if self.model is None:
+            raise RuntimeError("call run.start(model, optimizer) before run.step()")
+        return Step(self, number)
+
+    def end(self, status="ok"):
+        """Writes the end event (once) and shuts the process group down."""
+        if self._ended:
+            return
+        self._ended = True
+        last = self._last_run if self._last_run is not None else (self.first_step or 1) - 1
+        self.metrics.end(status=status, step=last,
+                         tokens_per_s=(self._timed_tokens / (self._timed_ms / 1000)
+                                       if self._timed_ms > 0 else 0.0),
+                         first_loss=self._first_loss, last_loss=self._last_loss)
+        self.metrics.close()
+        if status == "ok" and self.world_size > 1:
+            import torch.distributed as dist
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def checkpoint_path(self, step):
+        return os.path.abspath(os.path.join(self.settings.out, f"ckpt-step{step:06d}.pt"))
+
+    def save_checkpoint(self, step, rng=None):
+        """Saves the state after `step` (rank 0 writes the file and the checkpoint event; every
+        rank takes part, since every rank's RNG state goes in). Returns the path."""
+        rng = rng if rng is not None else _rng_state()
+        states = [rng]
+        if self.world_size > 1:
+            import torch.distributed as dist
+            states = [None] * self.world_size
+            self._collective("all_gather", step)
+            dist.all_gather_object(states, rng)
+        path = self.checkpoint_path(step)
+        if self.rank != 0:
+            return path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        state = {"format": "faultline_probe checkpoint", "version": 1, "step": step,
+                 "config": self.config, "config_hash": config_hash(self.config),
+                 "world_size": self.world_size, "seed": self.seed,
+                 "torch_version": torch.__version__,
+                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+                 "rng": states}
+        temporary = path + ".tmp"
+        torch.save(state, temporary)
+        os.replace(temporary, path)  # never a half-written checkpoint under the real name
+        self.metrics.event("checkpoint", step=step, path=path)
+        return path
+
+    def _load(self, path):
+        try:
+            state = torch.load(path, map_location="cpu")
+            if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
+                raise ValueError("not a faultline_probe checkpoint")
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None and state.get("scheduler") is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
+        except (OSError, ValueError, KeyError, RuntimeError, EOFError) as error:
+            _usage_exit(f"cannot resume from {path} (FAULTLINE_RESUME): {error}")
+        states = state["rng"]
+        # Each rank continues its own RNG stream; a 1-rank replay of an N-rank run takes rank 0's.
+        _set_rng_state(states[self.rank] if len(states) == self.world_size else states[0])
+        return state
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _collective(self, op, step):
+        """Counts a collective; with several ranks, writes its heartbeat before it is entered."""
+        self.collectives += 1
+        if self.world_size > 1:
+            self.metrics.event("collective", op=op, step=step, seq=self.collectives)
+
+    def _attach_probes(self):
+        """Full probes: a forward hook on every named module and a hook on every parameter's
+        gradient. Attached at the first full step, so hooks the script registered (a planted
+        fault) run before them and the probes see what the next module sees."""
+        if self._probes_attached:
+            return
+        self._probes_attached = True
+        for name, module in self.model.named_modules():
+            if name:
+                module.register_forward_hook(self._forward_hook(name))
+        for name, parameter in self._named:
+            parameter.register_hook(self._grad_hook(name))
+
+    def _forward_hook(self, name):
+        def hook(module, inputs, output):
+            step = self._probing
+            if step is None or step._forward_site is not None:
+                return
+            for tensor in _floating_tensors(output):
+                if bool(torch.isfinite(tensor).all()):
+                    continue
+                with torch.no_grad():
+                    bad = int((~torch.isfinite(tensor)).sum())
+                    rows = None
+                    micro = step._current
+                    if micro is not None and tensor.dim() >= 1 and tensor.shape[0] == len(micro):
+                        ok = torch.isfinite(tensor.reshape(tensor.shape[0], -1)).all(1)
+                        rows = [micro[r] for r in torch.nonzero(~ok).flatten().tolist()]
+                step._forward_site = (name, bad, rows)
+                return
+        return hook
+
+    def _grad_hook(self, name):
+        def hook(grad):
+            step = self._probing
+            if step is None or step._grad_site is not None:
+                return None
+            if not bool(torch.isfinite(grad).all()):
+                step._grad_site = (name, int((~torch.isfinite(grad)).sum()))
+            return None
+        return hook
+
+
+class Step:
+    """One training step. Use it as a context manager around the whole step, in this order:
+
+        for samples in s.micro_batches(batch, grad_accum): ... s.backward(loss, tokens=n)
+        s.all_reduce()                  # the gradients averaged over the ranks (one collective)
+        s.clip_grad_norm(max_norm)      # measures (and clips) the norm; the finiteness check
+        optimizer.step(); scheduler.step()
+
+    On leaving it writes the step record, the params fingerprint and the checkpoint when due.
+    The step starts with no gradients (every parameter's .grad is set to None), so a resumed
+    run computes exactly what the uninterrupted one did.
+    After clip_grad_norm: s.loss, s.grad_norm and s.lr are Python floats.
+    """
+
+    def __init__(self, run, number):
+        self._run = run
+        self.number = int(number)
+        self.batch = None         # the global batch given to micro_batches
+        self.samples = None       # this rank's samples of it (after a replay)
+        self.loss = self.grad_norm = self.lr = None
+        self.tokens = 0
+        self._micro_count = 1
+        self._current = None
+        self._loss_sum = None
+        self._reduced = False
+        self._checked = False
+        self._forward_site = None  # (module, count, sample indices or None)
+        self._grad_site = None     # (parameter, count)
+        self._phase = "data"
+        self._data_ms = self._comm_ms = self._data_cpu = self._comm_cpu = 0.0
+        self._rng = None
+
+    # -- the context ----------------------------------------------------------------------------
+
+    def __enter__(self):
+        run = self._run
+        self._t0, self._cpu0 = time.perf_counter(), time.thread_time()
+        for _, parameter in run._named:
+            parameter.grad = None
+        if run.settings.checkpoint_on_halt:  # the state after step - 1, should this step halt
+            self._rng = _rng_state()
+        if run.settings.full_probes_at(self.number):
+            run._attach_probes()
+            run._probing = self
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        run = self._run
+        run._probing = None
+        if error is not None:
+            if _is_oom(error):
+                self._halt_oom(error)
+            return False  # a crash: no end event, as faultline expects of a dead run
+        if not self._checked:  # late, after the update: no last good state to save
+            self.clip_grad_norm(None, _late=True)
+        self._finish()
+        return False
+
+    # -- the parts of a step ----------------------------------------------------------------
+
+    def micro_batches(self, batch, grad_accum=1):
+        """This rank's samples of the global `batch`, as grad_accum x FAULTLINE_ACCUMULATE
+        micro-batches (lists of global sample indices). At FAULTLINE_REPLAY_STEP: the replayed
+        samples only, in one micro-batch (all of them on every rank in replica mode)."""
+        run, s = self._run, self._run.settings
+        self.batch = [int(i) for i in batch]
+        share = run.rank_share(self.batch)
+        replay = s.replays(self.number)
+        if replay:
+            wanted = set(s.replay_samples)
+            source = self.batch if s.replay_ranks == "all" else share
+            self.samples = [i for i in source if i in wanted]
+            if not self.samples:
+                _usage_exit(f"none of the replayed samples is in this rank's part of step "
+                            f"{self.number}'s batch (FAULTLINE_REPLAY_SAMPLES); choose samples "
+                            "of that step's global batch: " + ",".join(map(str, self.batch[:64])))
+            count = 1
+        else:
+            self.samples, count = share, run.grad_accum(grad_accum)
+            if len(share) % count:
+                _usage_exit(f"this rank's {len(share)} samples of the batch do not split into "
+                            f"{count} micro-batches (grad_accum x FAULTLINE_ACCUMULATE); choose a "
+                            "batch size that divides by WORLD_SIZE x micro-batches")
+        # The batch of a step, for faultline to split or to replay on every rank: at the replay
+        # step, at full-probe steps, and at every step of a run fingerprinted at every step.
+        if (self.number == s.replay_step or s.full_probes_at(self.number)
+                or s.fingerprint_every == 1):
+            trained = [i for i in self.batch if i in wanted] if replay else self.batch
+            run.metrics.event("batch", step=self.number, samples=trained,
+                              rank_samples=self.samples)
+        self._micro_count = count
+        rows = len(self.samples) // count
+        return self._each([self.samples[m * rows:(m + 1) * rows] for m in range(count)])
+
+    def _each(self, micros):
+        for micro in micros:
+            self._current = micro
+            self._phase = "forward"
+            yield micro
+        self._current = None
+
+    @contextlib.contextmanager
+    def data(self):
+        """Times the block as data loading (data_ms; outside cpu_ms)."""
+        phase, self._phase = self._phase, "data"
+        t0, cpu0 = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self._data_ms += (time.perf_counter() - t0) * 1000
+            self._data_cpu += (time.thread_time() - cpu0) * 1000
+            self._phase = phase
+
+    def backward(self, loss, tokens=0):
+        """Back-propagates one micro-batch's mean loss, divided by the number of micro-batches
+        (1 if you did not use micro_batches()), and adds it to the step's loss. No host sync."""
+        self._phase = "backward"
+        scaled = loss / self._micro_count
+        scaled.backward()
+        value = scaled.detach().float()
+        self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
+        self.tokens += int(tokens)
+
+    def all_reduce(self):
+        """Averages the gradients and the loss over the ranks in one allreduce (sum, then divide
+        by WORLD_SIZE) and writes the grads fingerprint when due. With one rank only the
+        fingerprint. In replica mode (FAULTLINE_REPLAY_RANKS=all) at the replay step the
+        fingerprint is this rank's local gradient before the allreduce; otherwise the average."""
+        if self._reduced:
+            return
+        self._reduced = True
+        run, s = self._run, self._run.settings
+        self._phase = "backward"
+        params = [p for _, p in run._named]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        loss = self._loss_sum if self._loss_sum is not None else torch.zeros((), device=run.device)
+        replica = s.replay_ranks == "all" and s.replays(self.number)
+        due = self._fingerprint_due() or replica
+        if run.world_size == 1:
+            run.collectives += 1  # as faultline-train counts its one (empty) allreduce per step
+            if due:
+                self._write_fingerprint("grads", grads)
+            self._loss_sum = loss
+            return
+        import torch.distributed as dist
+        dtype = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+        flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [loss.reshape(1).to(dtype)])
+        if replica and due:
+            self._write_fingerprint("grads", flat[:-1])
+        cuda = run.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(run.device)
+        t0, cpu0 = time.perf_counter(), time.thread_time()
+        run._collective("allreduce", self.number)
+        dist.all_reduce(flat)
+        flat.div_(run.world_size)
+        if cuda:
+            torch.cuda.synchronize(run.device)
+        self._comm_ms += (time.perf_counter() - t0) * 1000
+        self._comm_cpu += (time.thread_time() - cpu0) * 1000
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = flat[offset:offset + n].view_as(p).to(p.dtype)
+            offset += n
+        self._loss_sum = flat[-1]
+        if due and not replica:
+            self._write_fingerprint("grads", flat[:-1])
+
+    def clip_grad_norm(self, max_norm=None, _late=False):
+        """Clips the gradients to `max_norm` (None or 0: measure only) and returns their norm
+        before clipping. This is the finiteness check: one host sync for the loss and the norm.
+        On NaN/Inf it writes the step record, the anomaly, the last good checkpoint when asked
+        (FAULTLINE_CHECKPOINT_ON_HALT) and the end event, and exits 3 without the update.
+        Call it before optimizer.step()."""
+        if self._checked:
+            return self.grad_norm
+        self.all_reduce()
+        self._checked = True
+        run = self._run
+        params = [p for _, p in run._named if p.grad is not None]
+        if max_norm:
+            norm = torch.nn.utils.clip_grad_norm_(params, float(max_norm))
+        elif params:
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(p.grad.detach()) for p in params]))
+        else:
+            norm = torch.zeros((), device=run.device)
+        self.loss, self.grad_norm = torch.stack([self._loss_sum.double(),
+                                                 norm.double().to(self._loss_sum.device)]).tolist()
+        if self.lr is None and run.optimizer is not None and run.optimizer.param_groups:
+            self.lr = float(run.optimizer.param_groups[0]["lr"])
+        self._phase = "optimizer"
+        if not (math.isfinite(self.loss) and math.isfinite(self.grad_norm)):
+            self._halt_nonfinite(before_update=not _late)
+        return self.grad_norm
+
+    def data_anomaly(self, sample, detail, where=""):
+        """Reports a bad sample (e.g. a token id outside the vocabulary) and exits 4. `where`:
+        its shard or file, if you know one."""
+        run = self._run
+        run.metrics.anomaly(self.number, "data", "data", where, detail, samples=[int(sample)],
+                            shards=[where] if where else None)
+        self._stop("data_anomaly", EXIT_DATA,
+                   f"data anomaly at step {self.number}, sample {sample}: {detail}")
+
+    # -- records ----------------------------------------------------------------------------
+
+    def _fingerprint_due(self):
+        every = self._run.settings.fingerprint_every
+        return self._run.metrics.enabled and every > 0 and self.number % every == 0
+
+    def _write_fingerprint(self, what, tensors):
+        if self._run.metrics.enabled:
+            print_ = fingerprint(tensors)
+            self._run.metrics.write("fingerprint", dict(step=self.number, what=what, **print_))
+
+    def _record(self, **extra):
+        run = self._run
+        step_ms = (time.perf_counter() - self._t0) * 1000
+        cpu_ms = (time.thread_time() - self._cpu0) * 1000 - self._data_cpu - self._comm_cpu
+        fields = dict(step=self.number, loss=self.loss, grad_norm=self.grad_norm, lr=self.lr,
+                      step_ms=round(step_ms, 3), data_ms=round(self._data_ms, 3),
+                      comm_ms=round(self._comm_ms, 3), cpu_ms=round(cpu_ms, 3),
+                      tokens=self.tokens, collectives=run.collectives)
+        if run.device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(run.device)
+            fields.update(mem_bytes=torch.cuda.memory_reserved(run.device), mem_total_bytes=total,
+                          cuda_free_bytes=free,
+                          cuda_max_allocated_bytes=torch.cuda.max_memory_allocated(run.device),
+                          rss_bytes=_resident_bytes())
+        else:
+            fields.update(mem_bytes=_resident_bytes(), mem_total_bytes=_physical_memory())
+        fields.update(extra)
+        run.metrics.write("step", fields)
+        run._last_run = self.number
+        if run._steps_run == 0:
+            run._first_loss = self.loss
+        run._last_loss = self.loss
+        run._steps_run += 1
+        if run._steps_run > 2:  # the first steps pay one-time allocation costs
+            run._timed_tokens += self.tokens
+            run._timed_ms += step_ms
+
+    def _finish(self):
+        run, s = self._run, self._run.settings
+        extra = {"nonfinite": 0}
+        if s.probe != "off":
+            param_norm = _global_norm([p.detach() for _, p in run._named])
+            extra["param_norm"] = param_norm
+            if not math.isfinite(param_norm):
+                extra["nonfinite"] = self._count_nonfinite()
+                self._record(**extra)
+                name = self._first_bad([p for _, p in run._named])
+                run.metrics.anomaly(self.number, "nonfinite", "optimizer", name,
+                                    "parameters became non-finite in the update", samples=None,
+                                    shards=None, probe="cheap")
+                self._stop("nonfinite", EXIT_NONFINITE,
+                           f"parameters non-finite after the update at step {self.number}")
+        self._record(**extra)
+        if self._fingerprint_due():
+            self._write_fingerprint("params", [p for _, p in run._named])
+        if s.checkpoint_every > 0 and self.number % s.checkpoint_every == 0:
+            run.save_checkpoint(self.number)
+
+    def _first_bad(self, tensors):
+        names = [n for n, _ in self._run._named]
+        for name, tensor in zip(names, tensors):
+            if tensor is not None and not bool(torch.isfinite(tensor).all()):
+                return name
+        return ""
+
+    def _count_nonfinite(self):
+        count = 0 if math.isfinite(self.loss) else 1
+        for _, p in self._run._named:
+            count += int((~torch.isfinite(p.detach())).sum())
+            if p.grad is not None:
+                count += int((~torch.isfinite(p.grad)).sum())
+        return count
+
+    def _halt_nonfinite(self, before_update):
+        run, s = self._run, self._run.settings
+        run._probing = None
+        # The last good state goes to disk before the record that reports the failure: a
+        # harness that stops the run on that record finds the checkpoint complete.
+        if before_update and s.checkpoint_on_halt and self.number - 1 >= 1:
+            run.save_checkpoint(self.number - 1, rng=self._rng)
+        self._record(nonfinite=self._count_nonfinite())
+        record = {"samples": None, "shards": None}
+        if self._forward_site is not None:
+            name, bad, rows = self._forward_site
+            record.update(phase="forward", where=name, probe="full", samples=rows,
+                          detail=f"{bad} non-finite values in output")
+            if self._grad_site is not None:
+                record["first_grad"] = self._grad_site[0]
+        elif self._grad_site is not None:
+            name, bad = self._grad_site
+            record.update(phase="backward", where=name, probe="full",
+                          detail=f"{bad} non-finite gradient values")
+        elif not math.isfinite(self.loss):
+            record.update(phase="loss", where="loss", probe="cheap",
+                          detail=f"loss is {_plain(self.loss)}; replay the step with "
+                                 "FAULTLINE_PROBE=full to name the module")
+        else:
+            grads = [p.grad for _, p in run._named]
+            record.update(phase="backward", where=self._first_bad(grads), probe="cheap",
+                          detail="non-finite gradient norm with a finite loss")
+        phase, where, detail = record.pop("phase"), record.pop("where"), record.pop("detail")
+        run.metrics.anomaly(self.number, "nonfinite", phase, where, detail, **record)
+        self._stop("nonfinite", EXIT_NONFINITE,
+                   f"non-finite {phase} at step {self.number} ({where or 'unknown'}): {detail}")
+
+    def _halt_oom(self, error):
+        run = self._run
+        run.metrics.anomaly(self.number, "oom", self._phase, "", f"out of memory: {error}"[:500],
+                            samples=None, shards=None)
+        self._stop("oom", EXIT_OOM, f"out of memory at step {self.number}: {error}")
+
+    def _stop(self, status, code, message):
+        run = self._run
+        run._probing = None
+        run._last_run = self.number
+        run.end(status)
+        sys.stdout.flush()
+        sys.stderr.write(f"faultline_probe: halted: {message}\n")
+        sys.stderr.flush()
+        raise SystemExit(code)

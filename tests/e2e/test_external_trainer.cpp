@@ -1,0 +1,226 @@
+// End-to-end: faultline on the user's own PyTorch scripts (examples/pytorch/, real Python
+// processes with Debian's torch). The script that uses faultline_probe.py gets what the bundled
+// trainer gets; the log-only script gets the step and the config culprit, and says why no more.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support/cli.hpp"
+#include "support/git_fixture.hpp"
+#include "trainer/sampler.hpp"
+
+using namespace faultline::testing;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kExamples = FAULTLINE_SOURCE_DIR "/examples/pytorch";
+const std::string kHelper = kExamples + "/train.toml";
+const std::string kLogOnly = kExamples + "/log_only.toml";
+
+std::vector<std::string> with_sets(std::vector<std::string> args,
+                                   const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  return args;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::vector<std::string> kinds_of(const nlohmann::json& failures) {
+  std::vector<std::string> kinds;
+  for (const auto& failure : failures) kinds.push_back(failure.at("kind"));
+  return kinds;
+}
+
+// A sample of train.py's synthetic corpus (1,023 samples, seed 1234, batches of 8: the same
+// sampler as faultline-train) first drawn at a step in (from, to], and that step.
+std::pair<uint64_t, int64_t> sample_first_drawn_in(int64_t from, int64_t to) {
+  faultline::trainer::BatchSampler sampler(1234, 1023, 8);
+  std::map<uint64_t, int64_t> first;
+  for (int64_t step = 1; step <= to; ++step)
+    for (uint64_t sample : sampler.global_batch(step)) first.emplace(sample, step);
+  for (const auto& [sample, step] : first)
+    if (step > from) return {sample, step};
+  ADD_FAILURE() << "no sample first drawn in (" << from << ", " << to << "]";
+  return {0, 0};
+}
+
+}  // namespace
+
+TEST(ExternalTrainer, HelperScriptPassesTheSmokeGateAndAHugeLrFailsItsFirstRung) {
+  const std::string dir = make_temp_dir("ext-smoke");
+  auto healthy = faultline_cli({"smoke", "-c", kHelper, "--json"}, dir, 300);
+  ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
+  EXPECT_EQ(healthy.doc.at("verdict"), "pass");
+  // No data fraction: every rung trains on all of it, and says so.
+  EXPECT_THAT(healthy.result.output, HasSubstr("every rung trains on all the data"));
+
+  auto huge = faultline_cli(with_sets({"smoke", "-c", kHelper, "--json"}, {"optim.lr=1000"}), dir);
+  ASSERT_EQ(huge.result.exit_code, 1) << huge.result.output;
+  const auto& rungs = huge.doc.at("rungs");
+  ASSERT_EQ(rungs.size(), 1u);
+  EXPECT_THAT(kinds_of(rungs[0].at("failures")), ::testing::Contains("loss_spike"));
+}
+
+TEST(ExternalTrainer, HelperScriptNanIsLocalizedToItsStepAndModule) {
+  const std::string dir = make_temp_dir("ext-nan");
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
+                                     {"fault.nan_step=30", "fault.nan_layer=blocks.1.mlp"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nonfinite");
+  EXPECT_EQ(cli.doc.at("step"), 30);
+  EXPECT_EQ(cli.doc.at("phase"), "forward");
+  EXPECT_EQ(cli.doc.at("where"), "blocks.1.mlp");
+  EXPECT_EQ(cli.doc.at("samples"), nullptr);  // every sample shows it: no sample to blame
+  // The run to the failure, then a one-step replay with full probes and two half batches.
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50) << cli.doc.dump();
+}
+
+TEST(ExternalTrainer, HelperScriptPoisonedSampleIsNamedByItsIndex) {
+  const std::string dir = make_temp_dir("ext-poison");
+  const auto [poison, step] = sample_first_drawn_in(20, 40);
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
+                                     {"fault.poison_sample=" + std::to_string(poison)}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), step);
+  EXPECT_EQ(cli.doc.at("where"), "wte");
+  EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
+}
+
+TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
+  const std::string dir = make_temp_dir("ext-corrupt");
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
+                                     {"fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
+  EXPECT_EQ(cli.doc.at("step"), 40);
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+}
+
+TEST(ExternalTrainer, HelperScriptConfigCulpritIsFoundAgainstABaseline) {
+  const std::string dir = make_temp_dir("ext-config");
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json", "--baseline-set",
+                                      "optim.lr=1e-2", "--baseline-set", "optim.weight_decay=0.1"},
+                                     {"optim.lr=1000", "optim.weight_decay=0.2"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  const auto& culprit = cli.doc.at("config_culprit");
+  ASSERT_EQ(culprit.size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(culprit[0].at("key"), "optim.lr");
+}
+
+TEST(ExternalTrainer, LogOnlyScriptGetsTheStepAndTheConfigCulpritAndSaysWhyNoModule) {
+  const std::string dir = make_temp_dir("ext-log");
+  auto smoke = faultline_cli({"smoke", "-c", kLogOnly, "--json"}, dir, 300);
+  ASSERT_EQ(smoke.result.exit_code, 0) << smoke.result.output;
+
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kLogOnly, "--json", "--baseline-set",
+                                      "fault.nan_step=0", "--baseline-set", "train.seed=1234"},
+                                     {"fault.nan_step=30", "train.seed=7"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nonfinite");
+  EXPECT_EQ(cli.doc.at("step"), 30);
+  EXPECT_EQ(cli.doc.at("where"), nullptr);
+  const std::string skipped = cli.doc.at("skipped").dump();
+  EXPECT_THAT(skipped, HasSubstr("a log-only trainer's records are the lines it prints"));
+  EXPECT_THAT(skipped, HasSubstr("every trial runs from step 0"));
+  const auto& culprit = cli.doc.at("config_culprit");
+  ASSERT_EQ(culprit.size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(culprit[0].at("key"), "fault.nan_step");
+}
+
+TEST(ExternalTrainer, BisectCommitsFindsTheCommitThatBrokeALogOnlyScript) {
+  GitFixture repo(make_temp_dir("ext-bisect"));
+  const std::string script = text_of(kExamples + "/train_log_only.py");
+  const std::string root = repo.commit("root", {{"train.py", text_of(kExamples + "/train.py")},
+                                                {"train_log_only.py", script},
+                                                {"recipe.toml", text_of(kLogOnly)},
+                                                {"n", "0"}});
+  std::vector<std::string> commits = {root};
+  for (int k = 1; k <= 6; ++k) {
+    std::map<std::string, std::string> files = {{"n", std::to_string(k)}};
+    if (k == 4)  // "a faster warm-up": the LR is 1000x what the schedule says
+      files["train_log_only.py"] =
+          replaced(script, "lr = train.lr_at(step, args)", "lr = 1000 * train.lr_at(step, args)");
+    commits.push_back(repo.commit(numbered("c", k), files));
+  }
+  auto cli = faultline_cli(
+      {"bisect", "commits", "--repo", repo.dir(), "--good", root, "--bad", "HEAD", "--recipe",
+       "recipe.toml", "--kind", "loss_spike", "--build", "true", "--steps", "20", "--json"},
+      make_temp_dir("ext-bisect-run"), 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("culprit"), commits[4]);
+  EXPECT_EQ(repo.linked_worktrees(), 0);
+}
+
+TEST(ExternalTrainer, AHangOnTwoRanksNamesTheRankAndShowsItsPythonStack) {
+  const std::string dir = make_temp_dir("ext-hang");
+  auto cli = faultline_cli(
+      with_sets({"train", "-c", kHelper, "--ranks", "2", "--step-timeout", "5", "--json"},
+                {"fault.hang_rank=1", "fault.hang_step=5"}),
+      dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  const auto& failures = cli.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"hang"}) << cli.doc.dump();
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_EQ(failures[0].at("step"), 5);
+  const std::string detail = failures[0].at("detail");
+  EXPECT_THAT(detail, HasSubstr("the stacks of rank 1 (SIGUSR1, from its log)"));
+  EXPECT_THAT(detail, HasSubstr("in at_step_start"));  // where train.py's planted hang sleeps
+}
+
+TEST(ExternalTrainer, AScriptThatCannotImportItsModulesIsAnInfrastructureError) {
+  const std::string dir = make_temp_dir("ext-import");
+  std::ofstream(dir + "/r.toml")
+      << "[trainer]\ncommand = [\"/usr/bin/python3\", \"-c\", \"import no_such_module_fl\"]\n"
+         "[train]\nsteps = 10\n";
+  auto cli = faultline_cli({"train", "-c", dir + "/r.toml"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 4) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("could not import a module before training"));
+  EXPECT_THAT(cli.result.output, HasSubstr("No module named 'no_such_module_fl'"));
+}
+
+TEST(ExternalTrainer, BadRecipesAreExitTwoWithTheKeyAndNothingIsStored) {
+  const std::string dir = make_temp_dir("ext-bad");
+  std::ofstream(dir + "/r.toml") << R"([trainer]
+command = ["/usr/bin/python3", "train.py", "--lr", "{optim.lrate}"]
+records = "log"
+log_regex = 'loss (?P<loss>\S+)'
+[optim]
+lr = 3e-4
+[train]
+steps = 10
+)";
+  auto cli = faultline_cli({"smoke", "-c", dir + "/r.toml"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 2) << cli.result.output;
+  EXPECT_THAT(
+      cli.result.output,
+      HasSubstr("placeholder {optim.lrate} names no key of the recipe (trainer.command.0 at "));
+  EXPECT_THAT(cli.result.output, HasSubstr("the regular expression has no 'step' group"));
+  std::ofstream(dir + "/r.toml") << "[trainer]\ncommand = [\"python9-no\"]\n[train]\nsteps = 10\n";
+  cli = faultline_cli({"train", "-c", dir + "/r.toml"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 2) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("command not found: python9-no"));
+  auto runs = faultline_cli({"runs", "--json"}, dir);
+  EXPECT_THAT(runs.result.output, ::testing::Not(HasSubstr("run_id")));
+}

@@ -1,0 +1,504 @@
+"""Tests of probes/python/faultline_probe.py, mostly through examples/pytorch/train.py run as
+real processes with real torch, the way faultline runs a user's trainer: the FAULTLINE_*
+environment in, metrics JSONL, checkpoints and exit codes out.
+
+    /usr/bin/python3 -m unittest discover -s tests/python
+
+Needs Debian's python3 with python3-torch. Takes about a minute on two cores.
+"""
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROBES = os.path.join(ROOT, "probes", "python")
+TRAIN = os.path.join(ROOT, "examples", "pytorch", "train.py")
+LOG_ONLY = os.path.join(ROOT, "examples", "pytorch", "train_log_only.py")
+sys.path.insert(0, PROBES)
+
+import faultline_probe as fp  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - the whole file needs torch
+    torch = None
+
+QUIET = ["--log-every", "0"]
+N_SAMPLES = 1023  # train.py's default synthetic corpus: 32768 tokens, block 32
+STEP_FIELDS = ("step", "loss", "grad_norm", "lr", "step_ms", "data_ms", "comm_ms", "tokens",
+               "mem_bytes")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_env(**extra):
+    """This process's environment without any faultline or torchrun variable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FAULTLINE_") and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                                          "MASTER_ADDR", "MASTER_PORT")}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=PROBES)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def read_records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+class Trial:
+    """One launch of a script on `ranks` ranks, as faultline's local launcher does it."""
+
+    def __init__(self, directory, args, ranks=1, script=TRAIN, **env):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        port = free_port()
+        self.procs = []
+        for rank in range(ranks):
+            rank_env = base_env(RANK=rank, WORLD_SIZE=ranks, LOCAL_RANK=rank,
+                                MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                FAULTLINE_METRICS=self.metrics(rank), FAULTLINE_OUT=directory,
+                                **env)
+            with open(os.path.join(directory, f"stderr.{rank}"), "w") as err:
+                self.procs.append(subprocess.Popen([sys.executable, script] + list(args),
+                                                   env=rank_env, stdout=subprocess.PIPE,
+                                                   stderr=err, text=True))
+
+    def metrics(self, rank=0):
+        return os.path.join(self.dir, f"metrics.rank{rank}.jsonl")
+
+    def wait(self, timeout=60):
+        self.codes, self.stdout = [], []
+        for proc in self.procs:
+            out, _ = proc.communicate(timeout=timeout)
+            self.codes.append(proc.returncode)
+            self.stdout.append(out)
+        return self
+
+    def records(self, rank=0, type_=None, name=None):
+        records = read_records(self.metrics(rank))
+        return [r for r in records if (type_ is None or r["type"] == type_)
+                and (name is None or r.get("name") == name)]
+
+    def stderr(self, rank=0):
+        with open(os.path.join(self.dir, f"stderr.{rank}")) as f:
+            return f.read()
+
+    def kill(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+def run(directory, args, ranks=1, **env):
+    return Trial(directory, args, ranks, **env).wait()
+
+
+def by_step(records, type_, what=None):
+    return {r["step"]: r for r in records if r["type"] == type_ and r.get("what") == what}
+
+
+def sketch_distance(a, b):
+    """|sketch(a) - sketch(b)| / |sketch(b)|, 0 when the hashes are equal (docs/ranks.md)."""
+    if a["hash"] == b["hash"]:
+        return 0.0
+    diff = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["sketch"], b["sketch"])))
+    return diff / math.sqrt(sum(y * y for y in b["sketch"]))
+
+
+class ProtocolChecks:
+    def assert_protocol(self, records, rank=0):
+        """Every record follows docs/metrics-protocol.md."""
+        self.assertTrue(records, "no records")
+        last_t = 0.0
+        for r in records:
+            self.assertEqual(r["v"], 1, r)
+            self.assertEqual(r["rank"], rank, r)
+            self.assertIsInstance(r["t"], (int, float), r)
+            self.assertGreaterEqual(r["t"], last_t, r)
+            last_t = r["t"]
+            self.assertIn(r["type"], ("step", "anomaly", "fingerprint", "event"), r)
+            if r["type"] == "step":
+                for field in STEP_FIELDS + ("cpu_ms", "mem_total_bytes", "collectives"):
+                    self.assertIn(field, r)
+            elif r["type"] == "fingerprint":
+                self.assertIn(r["what"], ("params", "grads"))
+                self.assertRegex(r["hash"], r"^[0-9a-f]{16}$")
+                self.assertEqual(len(r["sketch"]), 16)
+            elif r["type"] == "anomaly":
+                self.assertIn(r["phase"], fp.PHASES)
+                for field in ("step", "kind", "where", "detail"):
+                    self.assertIn(field, r)
+            else:
+                self.assertIn("name", r)
+        self.assertEqual(records[0].get("name"), "start")
+
+
+# ------------------------------------------------------------------------------------------------
+
+class HelperUnits(unittest.TestCase):
+    """In-process: the definitions faultline relies on."""
+
+    def test_global_batch_is_the_bundled_trainers_sampler(self):
+        # docs/metrics-protocol.md: micro.toml (seed 7, 1022 samples, batch 8), step 12's batch.
+        self.assertEqual(fp.global_batch(7, 12, 1022, 8), [815, 361, 620, 38, 671, 160, 501, 131])
+        epoch = sum((fp.global_batch(3, k, 100, 10) for k in range(1, 11)), [])
+        self.assertEqual(sorted(epoch), list(range(100)), "each epoch visits every sample once")
+        self.assertEqual(fp.rank_share(list(range(8)), 1, 2), [4, 5, 6, 7])
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_sketch_signs_and_fingerprint_definition(self):
+        mask = (1 << 64) - 1
+
+        def splitmix64(x):
+            x = (x + 0x9E3779B97F4A7C15) & mask
+            x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+            x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+            return x ^ (x >> 31)
+
+        n = 5000
+        signs = [1.0 if splitmix64(i) & 1 else -1.0 for i in range(n)]
+        self.assertEqual(fp._sign_pattern(n, "cpu").tolist(), signs)
+        values = [torch.linspace(-1, 1, 3000), torch.arange(2000, dtype=torch.float32)]
+        got = fp.fingerprint(values)
+        flat = torch.cat(values).tolist()
+        chunk = -(-n // 16)
+        want = [sum(signs[i] * flat[i] for i in range(k * chunk, min(n, (k + 1) * chunk)))
+                for k in range(16)]
+        for a, b in zip(got["sketch"], want):
+            self.assertAlmostEqual(a, b, delta=1e-6 * max(1.0, abs(b)))
+        self.assertAlmostEqual(got["norm"], math.sqrt(sum(x * x for x in flat)), places=1)
+        self.assertEqual(got["hash"], fp.fingerprint_hash(values))
+
+    def test_settings_read_the_environment_contract(self):
+        s = fp.Settings({"RANK": "1", "WORLD_SIZE": "2", "FAULTLINE_STOP_AFTER": "7",
+                         "FAULTLINE_PROBE": "full", "FAULTLINE_PROBE_FROM": "5",
+                         "FAULTLINE_REPLAY_STEP": "3", "FAULTLINE_REPLAY_SAMPLES": "4,9",
+                         "FAULTLINE_REPLAY_RANKS": "all", "FAULTLINE_ACCUMULATE": "2"})
+        self.assertEqual((s.rank, s.world_size, s.local_rank, s.stop_after), (1, 2, 1, 7))
+        self.assertEqual((s.replay_step, s.replay_samples, s.replay_ranks), (3, [4, 9], "all"))
+        self.assertEqual((s.fingerprint_every, s.accumulate, s.checkpoint_every), (10, 2, 0))
+        self.assertFalse(s.full_probes_at(4))
+        self.assertTrue(s.full_probes_at(5))
+        self.assertTrue(s.replays(3))
+        quoted = fp.Settings({"FAULTLINE_REPLAY_STEP": "3", "FAULTLINE_REPLAY_SAMPLES": '"4,9"',
+                              "FAULTLINE_CHECKPOINT_ON_HALT": "true"})
+        self.assertEqual((quoted.replay_samples, quoted.checkpoint_on_halt), ([4, 9], True))
+        batch_only = fp.Settings({"FAULTLINE_REPLAY_STEP": "3"})  # asks for step 3's batch event
+        self.assertFalse(batch_only.replays(3))
+        for bad in ({"FAULTLINE_PROBE": "loud"}, {"FAULTLINE_STOP_AFTER": "x"},
+                    {"RANK": "2", "WORLD_SIZE": "2"}, {"FAULTLINE_REPLAY_SAMPLES": "3"},
+                    {"FAULTLINE_ACCUMULATE": "0"}):
+            with self.assertRaises(fp.UsageError, msg=str(bad)):
+                fp.Settings(bad)
+
+    def test_writer_imports_and_works_without_torch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.jsonl")
+            code = ("import sys; sys.modules['torch'] = None\n"
+                    "import faultline_probe as fp\n"
+                    f"w = fp.MetricsWriter({path!r}, rank=3)\n"
+                    "w.start({'lr': 0.1}); w.step(1, float('nan'), float('inf'), 0.1, 2.0)\n"
+                    "w.fingerprint(1, 'params', b'abc'); w.end()\n")
+            result = subprocess.run([sys.executable, "-c", code], env=base_env(), text=True,
+                                    capture_output=True, timeout=30)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            records = read_records(path)
+        self.assertEqual([r["type"] for r in records], ["event", "step", "fingerprint", "event"])
+        self.assertEqual(records[1]["loss"], "nan")
+        self.assertEqual(records[1]["grad_norm"], "inf")
+        self.assertTrue(all(r["rank"] == 3 for r in records))
+
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.jsonl")
+            run = fp.Run(config={"case": "oom"}, seed=1, threads=1,
+                         environ={"FAULTLINE_METRICS": path, "FAULTLINE_OUT": tmp})
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+            run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
+            with self.assertRaises(SystemExit) as exit_:
+                for step in run.steps(3):
+                    with run.step(step) as s:
+                        for samples in s.micro_batches(run.global_batch(step, 16, 4)):
+                            s.backward(model(torch.randn(len(samples), 4)).square().mean())
+                        s.clip_grad_norm(1.0)
+                        if step == 2:
+                            raise MemoryError("simulated: cannot allocate 1 TiB")
+            records = read_records(path)
+        self.assertEqual(exit_.exception.code, fp.EXIT_OOM)
+        self.assertEqual([r["step"] for r in records if r["type"] == "step"], [1])
+        anomaly, = [r for r in records if r["type"] == "anomaly"]
+        self.assertEqual((anomaly["step"], anomaly["kind"]), (2, "oom"))
+        self.assertIn("1 TiB", anomaly["detail"])
+        self.assertEqual((records[-1]["name"], records[-1]["status"]), ("end", "oom"))
+
+
+# ------------------------------------------------------------------------------------------------
+
+@unittest.skipIf(torch is None, "needs torch")
+class OneRank(unittest.TestCase, ProtocolChecks):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def test_checkpoints_resume_bitwise_and_stop_after(self):
+        full = run(os.path.join(self.tmp, "full"), ["--steps", "10", "--grad-accum", "2"] + QUIET,
+                   FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(full.codes, [0], full.stderr())
+        records = full.records()
+        self.assert_protocol(records)
+        start = records[0]
+        for field in ("config", "config_hash", "world_size", "local_rank", "host", "torch_version",
+                      "python_version", "device", "threads", "deterministic", "nondeterministic"):
+            self.assertIn(field, start)
+        self.assertEqual(start["nondeterministic"], [])
+        self.assertEqual(start["threads"], 1)
+        self.assertEqual([r["step"] for r in records if r["type"] == "step"], list(range(1, 11)))
+        checkpoints = full.records(type_="event", name="checkpoint")
+        self.assertEqual([c["step"] for c in checkpoints], [4, 8])
+        for c in checkpoints:
+            self.assertTrue(os.path.isabs(c["path"]) and os.path.exists(c["path"]), c)
+        end = records[-1]
+        self.assertEqual((end["name"], end["status"], end["step"]), ("end", "ok", 10))
+        # Order within a step: [batch], grads fingerprint, step, params fingerprint, checkpoint.
+        at4 = [(r["type"], r.get("what") or r.get("name")) for r in records
+               if r.get("step") == 4 and r.get("name") != "batch"]
+        self.assertEqual(at4, [("fingerprint", "grads"), ("step", None),
+                               ("fingerprint", "params"), ("event", "checkpoint")])
+        losses = [r["loss"] for r in records if r["type"] == "step"]
+        self.assertLess(losses[-1], losses[0])
+
+        resumed = run(os.path.join(self.tmp, "resumed"),
+                      ["--steps", "10", "--grad-accum", "2"] + QUIET,
+                      FAULTLINE_RESUME=checkpoints[0]["path"], FAULTLINE_STOP_AFTER=7,
+                      FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        again = resumed.records()
+        self.assert_protocol(again)
+        resume = resumed.records(type_="event", name="resume")
+        self.assertEqual([(r["step"], r["path"]) for r in resume], [(4, checkpoints[0]["path"])])
+        self.assertEqual(again[0]["first_step"], 5)
+        steps = by_step(again, "step")
+        self.assertEqual(sorted(steps), [5, 6, 7], "resumed at 5, stopped after 7")
+        self.assertEqual((again[-1]["name"], again[-1]["status"], again[-1]["step"]),
+                         ("end", "ok", 7))
+        before = by_step(records, "step")
+        for k in steps:
+            for field in ("loss", "grad_norm", "lr", "param_norm"):
+                self.assertEqual(steps[k][field], before[k][field], (k, field))
+            for what in ("grads", "params"):
+                self.assertEqual(by_step(again, "fingerprint", what)[k],
+                                 {**by_step(records, "fingerprint", what)[k],
+                                  "t": by_step(again, "fingerprint", what)[k]["t"]}, (k, what))
+
+    def test_planted_nan_full_probes_name_the_module_and_save_the_last_good_state(self):
+        trial = run(self.tmp, ["--steps", "8", "--nan-step", "3", "--nan-layer", "blocks.0.attn"]
+                    + QUIET, FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=3,
+                    FAULTLINE_CHECKPOINT_ON_HALT=1, FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(trial.codes, [3], trial.stderr())
+        records = trial.records()
+        self.assert_protocol(records)
+        # Fingerprinted every step, every step has its batch event; else only from PROBE_FROM.
+        batches = trial.records(type_="event", name="batch")
+        self.assertEqual([b["step"] for b in batches], [1, 2, 3])
+        batches = batches[2:]
+        self.assertEqual(batches[0]["samples"], fp.global_batch(1234, 3, N_SAMPLES, 8))
+        anomaly, = trial.records(type_="anomaly")
+        self.assertEqual((anomaly["step"], anomaly["kind"], anomaly["phase"], anomaly["where"],
+                          anomaly["probe"]), (3, "nonfinite", "forward", "blocks.0.attn", "full"))
+        self.assertEqual(anomaly["samples"], batches[0]["samples"], "every row of the batch")
+        step3 = by_step(records, "step")[3]
+        self.assertEqual(step3["loss"], "nan")
+        self.assertGreater(step3["nonfinite"], 0)
+        checkpoint, = trial.records(type_="event", name="checkpoint")
+        self.assertEqual(checkpoint["step"], 2)
+        self.assertTrue(os.path.exists(checkpoint["path"]))
+        self.assertEqual((records[-1]["name"], records[-1]["status"], records[-1]["step"]),
+                         ("end", "nonfinite", 3))
+        self.assertNotIn(3, by_step(records, "fingerprint", "params"))
+        saved = torch.load(checkpoint["path"])["model"]  # head.weight is wte.weight (tied)
+        self.assertEqual(fp.fingerprint_hash([v for k, v in saved.items() if k != "head.weight"]),
+                         by_step(records, "fingerprint", "params")[2]["hash"])
+        # The halt checkpoint is the state after step 2: resuming from it replays step 3 alike.
+        resumed = run(os.path.join(self.tmp, "resumed"),
+                      ["--steps", "8", "--nan-step", "3", "--nan-layer", "blocks.0.attn"] + QUIET,
+                      FAULTLINE_RESUME=checkpoint["path"], FAULTLINE_STOP_AFTER=3)
+        self.assertEqual(resumed.codes, [3], resumed.stderr())
+        anomaly, = resumed.records(type_="anomaly")
+        self.assertEqual((anomaly["phase"], anomaly["where"], anomaly["probe"]),
+                         ("loss", "loss", "cheap"), "cheap probes only see the loss")
+
+    def test_poisoned_sample_in_a_replayed_batch(self):
+        batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
+        poison, other = batch[5], batch[2]
+        trial = run(self.tmp, ["--steps", "4", "--poison-sample", str(poison)] + QUIET,
+                    FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=2, FAULTLINE_REPLAY_STEP=2,
+                    FAULTLINE_REPLAY_SAMPLES=f"{poison},{other},999999")
+        self.assertEqual(trial.codes, [3], trial.stderr())
+        self.assert_protocol(trial.records())
+        event, = trial.records(type_="event", name="batch")
+        self.assertEqual(event["samples"], [other, poison], "replayed samples, in batch order")
+        self.assertEqual(by_step(trial.records(), "step")[2]["tokens"], 2 * 32)
+        anomaly, = trial.records(type_="anomaly")
+        self.assertEqual((anomaly["phase"], anomaly["where"], anomaly["samples"]),
+                         ("forward", "wte", [poison]))
+
+    def test_bad_token_is_a_data_anomaly(self):
+        data = os.path.join(self.tmp, "bytes.bin")
+        with open(data, "wb") as f:
+            f.write(bytes(range(256)) * 40)
+        trial = run(self.tmp, ["--steps", "3", "--data", data] + QUIET)
+        self.assertEqual(trial.codes, [4], trial.stderr())
+        anomaly, = trial.records(type_="anomaly")
+        self.assertEqual((anomaly["kind"], anomaly["phase"], len(anomaly["samples"])),
+                         ("data", "data", 1))
+        self.assertEqual(trial.records()[-1]["status"], "data_anomaly")
+        self.assertEqual(trial.records(type_="step"), [])
+
+    def test_sigusr1_dumps_the_stacks_of_a_hung_rank(self):
+        trial = Trial(self.tmp, ["--steps", "5", "--hang-rank", "0", "--hang-step", "2"] + QUIET)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                if os.path.exists(trial.metrics()) and trial.records(type_="step"):
+                    break
+                time.sleep(0.1)
+            time.sleep(0.3)
+            trial.procs[0].send_signal(signal.SIGUSR1)
+            deadline = time.time() + 10
+            while "File " not in trial.stderr() and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertIsNone(trial.procs[0].poll(), "SIGUSR1 dumps stacks, it does not kill")
+        finally:
+            trial.kill()
+        stacks = trial.stderr()
+        self.assertIn("thread", stacks.lower())
+        self.assertRegex(stacks, r'File ".*train\.py", line \d+ in at_step_start')
+        self.assertEqual([r["step"] for r in trial.records(type_="step")], [1])
+
+    def test_outside_faultline_it_trains_and_records_nothing(self):
+        result = subprocess.run([sys.executable, TRAIN, "--steps", "100", "--log-every", "50"],
+                                cwd=self.tmp, env=base_env(), text=True, capture_output=True,
+                                timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        losses = [float(x) for x in re.findall(r"loss (\S+)", result.stdout)]
+        self.assertEqual(len(losses), 3, result.stdout)  # steps 1, 50, 100
+        self.assertLess(losses[-1], losses[0] - 1.5, "the synthetic language is learnt")
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_cheap_probes_cost_little(self):
+        """Median step_ms with the always-on cheap probes against FAULTLINE_PROBE=off. Printed,
+        not asserted: timing on a shared machine is noise."""
+        medians = {}
+        for level in ("off", "cheap", "off", "cheap"):
+            trial = run(os.path.join(self.tmp, level), ["--steps", "200"] + QUIET,
+                        FAULTLINE_PROBE=level)
+            self.assertEqual(trial.codes, [0], trial.stderr())
+            times = sorted(r["step_ms"] for r in trial.records(type_="step") if r["step"] > 2)
+            medians.setdefault(level, []).append(times[len(times) // 2])
+        off, cheap = min(medians["off"]), min(medians["cheap"])
+        print(f"\nfaultline_probe: median step {cheap:.3f} ms cheap, {off:.3f} ms off: "
+              f"ratio {cheap / off:.3f} (200 steps, best of 2)", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+
+@unittest.skipIf(torch is None, "needs torch")
+class Ranks(unittest.TestCase, ProtocolChecks):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def test_one_rank_accumulating_replays_two_ranks(self):
+        args = ["--steps", "5"] + QUIET
+        two = Trial(os.path.join(self.tmp, "two"), args, ranks=2, FAULTLINE_FINGERPRINT_EVERY=1)
+        one = Trial(os.path.join(self.tmp, "one"), args, ranks=1, FAULTLINE_FINGERPRINT_EVERY=1,
+                    FAULTLINE_ACCUMULATE=2)
+        two.wait()
+        one.wait()
+        self.assertEqual(two.codes, [0, 0], two.stderr(0) + two.stderr(1))
+        self.assertEqual(one.codes, [0], one.stderr())
+        for rank in (0, 1):
+            records = two.records(rank)
+            self.assert_protocol(records, rank)
+            beats = [r for r in records if r.get("name") == "collective"]
+            self.assertEqual([b["seq"] for b in beats], [1, 2, 3, 4, 5])
+            self.assertEqual(by_step(records, "step")[5]["collectives"], 5)
+            self.assertEqual(records[0]["world_size"], 2)
+            self.assertEqual(records[0]["backend"], "gloo")
+        reference = by_step(one.records(), "fingerprint", "params")
+        distances = []
+        for rank in (0, 1):
+            params = by_step(two.records(rank), "fingerprint", "params")
+            distances += [sketch_distance(params[k], reference[k]) for k in range(1, 6)]
+        print(f"\nfaultline_probe: 1 rank x 2 micro-batches vs 2 ranks, params sketch distance "
+              f"max {max(distances):.3g} over 5 steps", file=sys.stderr)
+        self.assertLess(max(distances), 1e-5)
+        self.assertEqual(by_step(two.records(0), "step")[5]["tokens"], 4 * 32)
+        self.assertEqual(by_step(one.records(), "step")[5]["tokens"], 8 * 32)
+
+    def test_replica_mode_shows_the_rank_with_corrupt_gradients(self):
+        share = fp.global_batch(1234, 3, N_SAMPLES, 12)[:4]  # rank 0's share of step 3
+        trial = run(self.tmp, ["--steps", "6", "--batch-size", "12", "--corrupt-grad-rank", "1",
+                               "--corrupt-grad-step", "3"] + QUIET, ranks=3,
+                    FAULTLINE_FINGERPRINT_EVERY=1, FAULTLINE_STOP_AFTER=3,
+                    FAULTLINE_REPLAY_STEP=3, FAULTLINE_REPLAY_SAMPLES=",".join(map(str, share)),
+                    FAULTLINE_REPLAY_RANKS="all")
+        self.assertEqual(trial.codes, [0, 0, 0], "".join(trial.stderr(r) for r in range(3)))
+        grads = [by_step(trial.records(r), "fingerprint", "grads") for r in range(3)]
+        self.assertEqual(grads[0][3]["hash"], grads[2][3]["hash"], "healthy replicas agree")
+        self.assertNotEqual(grads[1][3]["hash"], grads[0][3]["hash"])
+        self.assertGreater(sketch_distance(grads[1][3], grads[0][3]), 0.01)
+        self.assertEqual(grads[1][2]["hash"], grads[0][2]["hash"], "step 2: averaged, all equal")
+        for r in range(3):
+            event, = [e for e in trial.records(r, type_="event", name="batch") if e["step"] == 3]
+            self.assertEqual(event["rank_samples"], share)
+            self.assertEqual(by_step(trial.records(r), "step")[3]["tokens"], 4 * 32)
+
+
+# ------------------------------------------------------------------------------------------------
+
+class LogOnly(unittest.TestCase):
+    LINE = re.compile(r"step (\d+)/\d+ loss ([-+0-9.eEnaif]+)")
+
+    def lines(self, *args):
+        result = subprocess.run([sys.executable, LOG_ONLY] + list(args), env=base_env(),
+                                text=True, capture_output=True, timeout=120)
+        return result, [(int(m.group(1)), float(m.group(2)))
+                        for m in map(self.LINE.match, result.stdout.splitlines()) if m]
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_prints_a_line_per_step_and_dies_on_nan(self):
+        result, lines = self.lines("--steps", "10", "--stop-after", "4")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual([s for s, _ in lines], [1, 2, 3, 4])
+        result, nan_lines = self.lines("--steps", "10", "--nan-step", "3")
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(nan_lines[:2], lines[:2], "a prefix of the same run")
+        self.assertEqual(nan_lines[-1][0], 3)
+        self.assertTrue(math.isnan(nan_lines[-1][1]))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,138 @@
+// Tests for harness/contract/command_recipe.cpp and the command side of the trainer contract:
+// placeholders, what a trainer provides, asks made as FAULTLINE_* variables and argv fragments,
+// and every recipe error reported at once with its key.
+#include <gtest/gtest.h>
+
+#include "harness/contract/recipe.hpp"
+#include "harness/contract/trainer_contract.hpp"
+#include "test_support.hpp"
+
+namespace faultline::harness::contract {
+namespace {
+using faultline::testing::ScratchDir;
+using faultline::testing::user_errors;
+using faultline::testing::write_file;
+
+constexpr const char* kRecipe = R"([trainer]
+command = ["/bin/sh", "train.sh", "--lr", "{optim.lr}", "--steps={train.steps}", "--out", "{out}"]
+resume = ["--resume", "{checkpoint}"]
+stop_after = ["--stop-after", "{step}"]
+provides = ["fingerprints"]
+
+[optim]
+lr = 3e-4
+name = "adamw"
+[train]
+steps = 200
+)";
+
+TEST(CommandRecipe, PlaceholdersAreFilledFromTheResolvedConfigAndTheTrial) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), kRecipe);
+  const auto contract = TrainerContract::of(dir.file("r.toml"));
+  ASSERT_TRUE(contract.is_command());
+  EXPECT_TRUE(contract.can(Capability::Resume));  // implied by the fragments
+  EXPECT_TRUE(contract.can(Capability::Prefix));
+  EXPECT_TRUE(contract.can(Capability::Fingerprints));
+  EXPECT_FALSE(contract.can(Capability::FullProbes));
+
+  TrialSpec spec;
+  spec.config_path = dir.file("r.toml");
+  spec.overrides = {"optim.lr=1"};
+  spec = contract.prefix(contract.resume(spec, Checkpoint{40, "/c/40.pt"}), 60);
+  spec = contract.full_probes_from(contract.accumulate(spec, 1, 4), 41);
+  const auto rank = contract.rank_command(spec, "unused", "/runs/7");
+  EXPECT_EQ(rank.argv,
+            (std::vector<std::string>{"/bin/sh", "train.sh", "--lr", "1.0", "--steps=200", "--out",
+                                      "/runs/7", "--resume", "/c/40.pt", "--stop-after", "60"}));
+  EXPECT_EQ(rank.env.at("FAULTLINE_RESUME"), "/c/40.pt");
+  EXPECT_EQ(rank.env.at("FAULTLINE_STOP_AFTER"), "60");
+  EXPECT_EQ(rank.env.at("FAULTLINE_ACCUMULATE"), "4");
+  EXPECT_EQ(rank.env.at("FAULTLINE_PROBE"), "full");
+  EXPECT_EQ(rank.env.at("FAULTLINE_PROBE_FROM"), "41");
+  EXPECT_EQ(rank.env.at("FAULTLINE_OUT"), "/runs/7");
+  EXPECT_EQ(rank.cwd, dir.path());
+  EXPECT_EQ(contract.grad_accum(spec), 4);
+  EXPECT_EQ(contract.steps(spec), 60);
+  EXPECT_TRUE(contract.watches_only("faultline.probe"));
+  EXPECT_FALSE(contract.watches_only("optim.lr"));
+}
+
+TEST(CommandRecipe, TheResolvedConfigKeepsTheTrainersKeysAndRunsWhereItRan) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), kRecipe);
+  const auto recipe = load_recipe(dir.file("r.toml"), {"optim.name=sgd", "train.steps=50"});
+  EXPECT_EQ(recipe.kind, TrainerKind::Command);
+  EXPECT_EQ(recipe.steps, 50);
+  EXPECT_EQ(recipe.keys.at("optim.name"), "\"sgd\"");
+  EXPECT_EQ(recipe.keys.at("trainer.workdir"), "\"" + dir.path() + "\"");
+  // Written back elsewhere (a stored run's config), it names the same trainer in the same place.
+  write_file(dir.file("back.toml"), recipe.canonical);
+  const auto back = load_recipe(dir.file("back.toml"), {});
+  EXPECT_EQ(back.hash, recipe.hash);
+  EXPECT_EQ(back.command->trainer.command, recipe.command->trainer.command);
+}
+
+TEST(CommandRecipe, WithoutAPrefixATrialIsAShorterRun) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), "[trainer]\ncommand = [\"/bin/sh\"]\n[train]\nsteps = 100\n");
+  const auto contract = TrainerContract::of(dir.file("r.toml"));
+  TrialSpec spec;
+  spec.config_path = dir.file("r.toml");
+  spec.stop_after = 10;
+  EXPECT_EQ(contract.scale_overrides(spec),
+            (std::vector<std::string>{"train.steps=10", "trainer.ranks=1"}));
+  EXPECT_NE(contract.skipped("samples", Capability::ReplaySamples).find("trainer.provides"),
+            std::string::npos);
+}
+
+TEST(CommandRecipe, EveryProblemIsReportedAtOnceWithItsKey) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), R"([trainer]
+command = ["no-such-trainer-xyz", "--lr", "{optim.lrr}"]
+resume = ["--resume"]
+records = "log"
+log_regex = 'loss (?P<loss>\S+)'
+provides = ["full_probes", "fingerprint"]
+[optim]
+lr = 3e-4
+[train]
+steps = 20
+)");
+  const auto items = user_errors([&] {
+    load_recipe(dir.file("r.toml"), {"optim.lt=1", "train.steps=1.5", "faultline.probes=full"});
+  });
+  std::vector<std::string> whats;
+  for (const auto& item : items) whats.push_back(item.what);
+  const std::vector<std::string> expected = {
+      "unknown key 'faultline.probes'",
+      "unknown key 'optim.lt'",
+      "expected integer like the recipe's 20, got float 1.5",
+      "unknown capability 'fingerprint'",
+      "records = \"log\" cannot carry 'full_probes'",
+      "the regular expression has no 'step' group",
+      "placeholder {optim.lrr} names no key of the recipe",
+      "trainer.resume does not use {checkpoint}",
+      "command not found: no-such-trainer-xyz",
+  };
+  EXPECT_EQ(whats, expected);
+  EXPECT_NE(items[1].hint.find("did you mean 'optim.lr'?"), std::string::npos);
+  EXPECT_NE(items[3].hint.find("did you mean 'fingerprints'?"), std::string::npos);
+  EXPECT_NE(items[6].where.find("trainer.command.0 at "), std::string::npos);
+  EXPECT_NE(items[8].hint.find("/usr/bin/python3"), std::string::npos);
+}
+
+TEST(CommandRecipe, TheStepsKeyMustNameAnIntegerOfTheRecipe) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), "[trainer]\ncommand = [\"/bin/sh\"]\n[loop]\niters = 5\n");
+  const auto items = user_errors([&] { load_recipe(dir.file("r.toml"), {}); });
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].what,
+            "trainer.steps_key names 'train.steps', which the recipe does not set to an integer");
+  write_file(dir.file("r.toml"),
+             "[trainer]\ncommand = [\"/bin/sh\"]\nsteps_key = \"loop.iters\"\n[loop]\niters = 5\n");
+  EXPECT_EQ(load_recipe(dir.file("r.toml"), {}).steps, 5);
+}
+
+}  // namespace
+}  // namespace faultline::harness::contract
