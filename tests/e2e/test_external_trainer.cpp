@@ -224,3 +224,26 @@ steps = 10
   auto runs = faultline_cli({"runs", "--json"}, dir);
   EXPECT_THAT(runs.result.output, ::testing::Not(HasSubstr("run_id")));
 }
+
+TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduced) {
+  const std::string dir = make_temp_dir("ext-run");
+  auto train = faultline_cli(
+      with_sets({"train", "-c", kHelper, "--json"},
+                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn",
+                 "faultline.checkpoint_every=50"}),
+      dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  const std::string run = std::to_string(train.doc.at("run_id").get<int64_t>());
+  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 150);
+  EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);  // the last checkpoint before it
+  // One checkpoint interval, then a one-step replay per half batch.
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+}
