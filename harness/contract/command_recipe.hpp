@@ -51,6 +51,8 @@ const std::vector<std::string>& ask_names();
 bool has_trainer_section(const ConfigSource& source);
 // Reads the [trainer] section only (what the trainer can do does not depend on --set).
 CommandTrainer load_command_trainer(const ConfigSource& source);
+// The same, its problems added to `errors` (to be reported with the recipe's others).
+CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& errors);
 // The whole recipe with `overrides` applied; throws one UserError listing every problem: an
 // unknown key (with a did-you-mean, also over `cli_options`), a placeholder naming no key, a
 // regular expression without a step group, a command that is not found.

@@ -8,14 +8,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
-#include "common/resources.hpp"
 #include "harness/contract/recipe.hpp"
 #include "store/store.hpp"
 
@@ -35,33 +33,6 @@ TrialSpec with(TrialSpec spec, std::vector<std::string> overrides) {
 // A command trainer's ask: faultline.<name>, read back into FAULTLINE_<NAME>.
 std::string ask(const char* name, const std::string& value) {
   return fmt::format("faultline.{}={}", name, value);
-}
-
-std::string upper(std::string text) {
-  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return text;
-}
-
-// The folder of faultline_probe.py, for PYTHONPATH; "" when faultline has no share folder.
-std::string helper_dir() {
-  try {
-    return share_file("python/faultline_probe.py").parent_path().string();
-  } catch (const UserError&) {
-    return "";
-  }
-}
-
-std::vector<std::string> bundled_argv(const TrialSpec& spec, const std::string& trainer) {
-  std::vector<std::string> argv = {trainer, "-c", spec.config_path};
-  for (const auto& assignment : trial_overrides(spec)) {
-    argv.push_back("--set");
-    argv.push_back(assignment);
-  }
-  if (!spec.resume.empty()) {
-    argv.push_back("--resume");
-    argv.push_back(spec.resume);
-  }
-  return argv;
 }
 
 }  // namespace
@@ -233,65 +204,6 @@ int64_t TrainerContract::steps(const TrialSpec& spec) const {
 
 double TrainerContract::data_fraction(const TrialSpec& spec) const {
   return load_recipe(spec.config_path, trial_overrides(spec)).data_fraction;
-}
-
-std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
-                                               const std::string& trainer) const {
-  if (!command_) return bundled_argv(spec, trainer);
-  // A command line a person can paste: env runs it in its folder with the asks set.
-  const auto command = rank_command(spec, trainer, "{out}");
-  std::vector<std::string> argv = {"env", "-C", command.cwd};
-  for (const auto& [name, value] : command.env)
-    if (name != "FAULTLINE_OUT" && name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
-  argv.insert(argv.end(), command.argv.begin(), command.argv.end());
-  return argv;
-}
-
-RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,
-                                          const std::string& out_dir) const {
-  RankCommand command;
-  if (!command_) {
-    command.argv = bundled_argv(spec, trainer);
-    command.argv.push_back("--out");
-    command.argv.push_back(out_dir);
-    return command;
-  }
-  const auto recipe = load_recipe(spec.config_path, trial_overrides(spec));
-  const auto& own = recipe.command->trainer;
-  std::map<std::string, std::string> values;
-  for (const auto& [name, value] : recipe.command->config) values[name] = placeholder_text(value);
-  values["out"] = out_dir;
-  auto append = [&](const std::vector<std::string>& fragment) {
-    for (const auto& part : fragment) command.argv.push_back(fill_placeholders(part, values));
-  };
-  append(own.command);
-  const auto& asks = recipe.command->asks;
-  if (!spec.resume.empty() && !own.resume.empty()) {
-    values["checkpoint"] = spec.resume;
-    append(own.resume);
-  }
-  if (auto it = asks.find("stop_after"); it != asks.end() && !own.stop_after.empty()) {
-    values["step"] = it->second;
-    append(own.stop_after);
-  }
-  if (auto it = asks.find("checkpoint_every");
-      it != asks.end() && it->second != "0" && !own.checkpoint_every.empty()) {
-    values["every"] = it->second;
-    append(own.checkpoint_every);
-  }
-  for (const auto& [name, value] : asks) command.env["FAULTLINE_" + upper(name)] = value;
-  if (!spec.resume.empty()) command.env["FAULTLINE_RESUME"] = spec.resume;
-  command.env["FAULTLINE_OUT"] = out_dir;
-  command.env["PYTHONUNBUFFERED"] = "1";  // a log line arrives when it is printed
-  if (const auto dir = helper_dir(); !dir.empty()) {
-    const char* path = std::getenv("PYTHONPATH");
-    command.env["PYTHONPATH"] = path && *path ? dir + ":" + path : dir;
-  }
-  command.cwd = own.workdir;
-  command.records = own.records;
-  command.log_regex = own.log_regex;
-  command.checkpoint_regex = own.checkpoint_regex;
-  return command;
 }
 
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id) {

@@ -227,11 +227,11 @@ steps = 10
 
 TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduced) {
   const std::string dir = make_temp_dir("ext-run");
-  auto train = faultline_cli(
-      with_sets({"train", "-c", kHelper, "--json"},
-                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn",
-                 "faultline.checkpoint_every=50"}),
-      dir, 300);
+  auto train =
+      faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
+                              {"train.steps=200", "fault.nan_step=150",
+                               "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=50"}),
+                    dir, 300);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
   const std::string run = std::to_string(train.doc.at("run_id").get<int64_t>());
   auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
