@@ -17,12 +17,10 @@
 
 namespace faultline::harness::contract {
 
-namespace {
-
-using detail::guess;
-using detail::starts_with;
-using detail::where;
 namespace fs = std::filesystem;
+using namespace detail;  // guess, starts_with, where
+
+namespace {
 
 bool executable_exists(const std::string& command, const std::string& workdir) {
   auto runnable = [](const fs::path& path) {
