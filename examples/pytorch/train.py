@@ -11,6 +11,7 @@ it wants in FAULTLINE_* variables that faultline_probe reads (probes/python/READ
 Exit codes: 0 done, 2 bad usage, 3 halted on NaN/Inf, 4 bad data, 5 out of memory.
 """
 import argparse
+import json
 import math
 import os
 import signal
@@ -254,6 +255,15 @@ def parse_args(argv=None):
     add("--hang-step", type=int, default=0, help="... at the start of this step")
     add("--crash-rank", type=int, default=-1, help="fault: this rank dies of SIGSEGV ...")
     add("--crash-step", type=int, default=0, help="... at the start of this step")
+    add("--config", default="", help="a JSON object of these options (names with _); flags win")
+    known, _ = p.parse_known_args(argv)
+    if known.config:
+        with open(known.config) as f:
+            options = json.load(f)
+        unknown = sorted(set(options) - set(vars(known)))
+        if unknown:
+            p.error(f"--config {known.config}: unknown option(s) {', '.join(unknown)}")
+        p.set_defaults(**options)
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "grad_accum", "threads", "n_layer", "n_head", "n_embd",
                  "block_size", "vocab_size"):

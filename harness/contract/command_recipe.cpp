@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/text.hpp"
+#include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe_text.hpp"
 #include "harness/launch/log_records.hpp"
 
@@ -69,6 +70,17 @@ const std::vector<std::string>& ask_names() {
 
 CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& cli_options) {
+  // The trainer's own config file: its keys are the recipe's too (a recipe key overrides one).
+  std::vector<std::string> file_keys;
+  if (auto it = source.values().find("trainer.config_file"); it != source.values().end()) {
+    fs::path path = placeholder_text(it->second);
+    if (path.is_relative()) path = fs::path(it->second.base_dir) / path;
+    if (fs::exists(path))
+      for (auto& [key, value] : read_config_file(path.string())) {
+        file_keys.push_back(key);
+        if (!source.values().count(key)) source.set(key, std::move(value));
+      }
+  }
   const auto file = source.values();
   source.apply_overrides(overrides);
   ErrorList errors;
@@ -100,6 +112,7 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
   }
 
   CommandRecipe recipe;
+  recipe.file_keys = file_keys;
   recipe.trainer = parse_command_trainer(source, errors);
   const auto& trainer = recipe.trainer;
   std::map<std::string, std::string> values;
@@ -144,6 +157,7 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
 
   // Placeholders: the trainer's keys and {out} everywhere, each fragment's own trial value.
   values["out"] = "";
+  if (!trainer.config_file.empty()) values["config_file"] = "";
   auto check = [&](const std::vector<std::string>& pattern, const std::string& name,
                    const std::string& own) {
     std::set<std::string> used;

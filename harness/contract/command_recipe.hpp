@@ -30,8 +30,9 @@ struct CommandTrainer {
   std::string steps_key = "train.steps";  // the key that holds the run's length
   std::string warmup_key, data_fraction_key;  // "" when the trainer has none
   std::string workdir;                        // absolute: where the command runs
-  int64_t ranks = 1;                          // ranks a recipe is launched on by default
-  std::string source;                         // the recipe file
+  std::string config_file;  // absolute; "": none (the trainer's own JSON or TOML config)
+  int64_t ranks = 1;        // ranks a recipe is launched on by default
+  std::string source;       // the recipe file
 };
 
 // The recipe resolved for one trial.
@@ -39,6 +40,7 @@ struct CommandRecipe {
   CommandTrainer trainer;
   std::map<std::string, ConfigValue> config;  // the trainer's own keys, after --set
   std::map<std::string, std::string> asks;    // faultline.<ask> of the trial → its text
+  std::vector<std::string> file_keys;         // the keys read from trainer.config_file
   std::string canonical, hash;                // every key with its value, sorted; its XXH64
   int64_t steps = 0, warmup_steps = 0;
   double data_fraction = 1;

@@ -74,6 +74,7 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
   binder.bind("trainer.warmup_key", trainer.warmup_key);
   binder.bind("trainer.data_fraction_key", trainer.data_fraction_key);
   binder.bind_path("trainer.workdir", trainer.workdir, PathCheck::MustExist);
+  binder.bind_path("trainer.config_file", trainer.config_file, PathCheck::MustExist);
   binder.bind("trainer.ranks", trainer.ranks, {1, 4096});
   binder.bind("trainer.ranks_from", ranks_from);
   if (ranks_from != "faultline")

@@ -41,6 +41,9 @@ struct RankCommand {
   std::string cwd;  // "": faultline's own
   RecordSource records = RecordSource::Protocol;
   std::string log_regex, checkpoint_regex;  // with RecordSource::Log
+  // Files to write into the run directory before it starts (path, text): the trainer's own
+  // config file with the trial's values.
+  std::vector<std::pair<std::string, std::string>> files;
 };
 
 class TrainerContract {

@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 
@@ -67,6 +68,14 @@ RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::stri
   std::map<std::string, std::string> values;
   for (const auto& [name, value] : recipe.command->config) values[name] = placeholder_text(value);
   values["out"] = out_dir;
+  if (!own.config_file.empty()) {
+    std::map<std::string, ConfigValue> trial_values;
+    for (const auto& key : recipe.command->file_keys)
+      trial_values[key] = recipe.command->config.at(key);
+    const auto copy = out_dir + "/" + std::filesystem::path(own.config_file).filename().string();
+    command.files.emplace_back(copy, rewrite_config_file(own.config_file, trial_values));
+    values["config_file"] = copy;
+  }
   auto append = [&](const std::vector<std::string>& fragment) {
     for (const auto& part : fragment) command.argv.push_back(fill_placeholders(part, values));
   };

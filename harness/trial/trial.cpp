@@ -205,6 +205,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     store_.set_run_argv(outcome.run_id, info.argv_json);
   });
   std::filesystem::create_directories(outcome.out_dir);
+  for (const auto& [path, text] : command.files) std::ofstream(path) << text;
 
   std::vector<RankLaunch> ranks;
   const int port = pick_free_port();

@@ -47,6 +47,11 @@ class ConfigSource {
   std::map<std::string, ConfigValue> values_;
 };
 
+// The TOML file at `path` with the value at each dotted key of `values` (`optim.lr`,
+// `layers.0.width`) replaced, formatted by toml++: a trainer's own config file, written for one
+// trial. A key the file does not have is a UserError naming it.
+std::string rewrite_toml(const std::string& path, const std::map<std::string, ConfigValue>& values);
+
 // What bind_path checks beyond the type.
 enum class PathCheck { None, MustExist };
 

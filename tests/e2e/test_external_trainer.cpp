@@ -247,3 +247,21 @@ TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduc
   EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
   EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
 }
+
+TEST(ExternalTrainer, ATrainersOwnConfigFileGetsEachTrialsValues) {
+  const std::string dir = make_temp_dir("ext-config-file");
+  const std::string recipe = kExamples + "/config_file.toml";
+  auto healthy = faultline_cli({"train", "-c", recipe, "--steps", "20", "--json"}, dir);
+  ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
+  auto huge = faultline_cli({"train", "-c", recipe, "--set", "lr=1000", "--json"}, dir);
+  ASSERT_EQ(huge.result.exit_code, 1) << huge.result.output;
+  EXPECT_THAT(kinds_of(huge.doc.at("failures")), ::testing::Contains("loss_spike"));
+  // The copy the trainer read is in the run's directory, with the trial's value.
+  const auto copy = nlohmann::json::parse(
+      text_of(dir + "/runs/run-" + std::to_string(huge.doc.at("run_id").get<int64_t>()) +
+              "/train_config.json"),
+      nullptr, false);
+  ASSERT_FALSE(copy.is_discarded());
+  EXPECT_EQ(copy.at("lr"), 1000);
+  EXPECT_EQ(copy.at("nan_layer"), "");
+}

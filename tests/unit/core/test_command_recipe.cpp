@@ -3,6 +3,7 @@
 // and every recipe error reported at once with its key.
 #include <gtest/gtest.h>
 
+#include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 #include "test_support.hpp"
@@ -132,6 +133,47 @@ TEST(CommandRecipe, TheStepsKeyMustNameAnIntegerOfTheRecipe) {
   write_file(dir.file("r.toml"),
              "[trainer]\ncommand = [\"/bin/sh\"]\nsteps_key = \"loop.iters\"\n[loop]\niters = 5\n");
   EXPECT_EQ(load_recipe(dir.file("r.toml"), {}).steps, 5);
+}
+
+}  // namespace
+}  // namespace faultline::harness::contract
+
+namespace faultline::harness::contract {
+namespace {
+
+TEST(CommandRecipe, AConfigFilesKeysAreTheRecipesAndEachTrialGetsACopyWithItsValues) {
+  ScratchDir dir;
+  write_file(
+      dir.file("cfg.json"),
+      R"({"optim": {"lr": 0.001, "betas": [0.9, 0.95]}, "train": {"steps": 40}, "name": "x"})");
+  write_file(dir.file("cfg.toml"), "name = \"x\"\n[optim]\nlr = 0.001\n[train]\nsteps = 40\n");
+  for (const std::string file : {"cfg.json", "cfg.toml"}) {
+    write_file(dir.file("r.toml"),
+               "[trainer]\ncommand = [\"/bin/sh\", \"--config\", \"{config_file}\"]\n"
+               "config_file = \"" +
+                   file + "\"\n");
+    TrialSpec spec;
+    spec.config_path = dir.file("r.toml");
+    spec.overrides = {"optim.lr=0.5", "name=y"};
+    const auto recipe = load_recipe(spec.config_path, spec.overrides);
+    EXPECT_EQ(recipe.steps, 40) << file;
+    EXPECT_EQ(recipe.keys.at("optim.lr"), "0.5") << file;
+    const auto rank = TrainerContract::of(spec.config_path).rank_command(spec, "", "/runs/3");
+    ASSERT_EQ(rank.files.size(), 1u);
+    EXPECT_EQ(rank.files[0].first, "/runs/3/" + file);
+    EXPECT_EQ(rank.argv.back(), "/runs/3/" + file);
+    // The copy is the file with the trial's values: read back, it says what the trial ran.
+    write_file(dir.file("copy-" + file), rank.files[0].second);
+    const auto copy = read_config_file(dir.file("copy-" + file));
+    EXPECT_DOUBLE_EQ(copy.at("optim.lr").real, 0.5) << file;
+    EXPECT_EQ(copy.at("name").string, "y") << file;
+    if (file == "cfg.json") {
+      EXPECT_DOUBLE_EQ(copy.at("optim.betas.1").real, 0.95);
+    }
+  }
+  const auto yaml = user_errors([&] { read_config_file(dir.file("cfg.yaml")); });
+  ASSERT_EQ(yaml.size(), 1u);
+  EXPECT_NE(yaml[0].hint.find("YAML is not supported yet"), std::string::npos);
 }
 
 }  // namespace
