@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ninja-build git
   libtorch-dev libgloo-dev libopenblas0-openmp
   libcli11-dev libfmt-dev libboost1.81-dev libtomlplusplus-dev nlohmann-json3-dev
-  libsqlite3-dev libgtest-dev
+  libsqlite3-dev libgtest-dev libyaml-cpp-dev
   python3-torch
 )
 missing=()

@@ -266,6 +266,15 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   outcome.last_loss = summary.last_loss;
   if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;
 
+  if (outcome.infra_detail.empty() && outcome.failures.empty() && summary.steps == 0 &&
+      trainer.is_command() && spec.resume.empty() && !outcome.interrupted)
+    // Nothing judged is not a pass: the records never arrived.
+    outcome.infra_detail =
+        trainer.name() + " ended without a single step record: " +
+        (trainer.records() == contract::RecordSource::Log
+             ? "no line of its output matched trainer.log_regex"
+             : "it wrote none to $FAULTLINE_METRICS (faultline_probe.py writes them)") +
+        "; the end of rank 0's log: " + log_tail(ranks.at(0).log_path, 600);
   if (!outcome.infra_detail.empty())
     outcome.verdict = Verdict::InfraError;
   else

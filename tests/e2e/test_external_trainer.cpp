@@ -265,3 +265,18 @@ TEST(ExternalTrainer, ATrainersOwnConfigFileGetsEachTrialsValues) {
   EXPECT_EQ(copy.at("lr"), 1000);
   EXPECT_EQ(copy.at("nan_layer"), "");
 }
+
+TEST(ExternalTrainer, ATrainerWhoseLinesNeverMatchIsAnInfrastructureErrorNotAPass) {
+  const std::string dir = make_temp_dir("ext-no-records");
+  std::ofstream(dir + "/r.toml") << R"([trainer]
+command = ["/bin/echo", "epoch 1 done, loss=2.5"]
+records = "log"
+log_regex = 'step (?P<step>\d+) loss (?P<loss>\S+)'
+[train]
+steps = 10
+)";
+  auto cli = faultline_cli({"train", "-c", dir + "/r.toml"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 4) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("no line of its output matched trainer.log_regex"));
+  EXPECT_THAT(cli.result.output, HasSubstr("epoch 1 done, loss=2.5"));
+}
