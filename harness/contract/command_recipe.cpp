@@ -157,6 +157,7 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
 
   // Placeholders: the trainer's keys and {out} everywhere, each fragment's own trial value.
   values["out"] = "";
+  values["ranks"] = values["master_port"] = "";
   if (!trainer.config_file.empty()) values["config_file"] = "";
   auto check = [&](const std::vector<std::string>& pattern, const std::string& name,
                    const std::string& own) {

@@ -20,6 +20,12 @@ enum class RecordSource {
 };
 const char* to_string(RecordSource source);
 
+// Who starts the ranks of a trial.
+enum class RanksFrom {
+  Faultline,  // one process per rank, each given the torchrun environment
+  Launcher,   // one process (torchrun) that starts them itself: {ranks} says how many
+};
+
 struct CommandTrainer {
   std::vector<std::string> command;  // argv with {section.key} and {out} placeholders
   // Fragments appended when a trial asks: {checkpoint}, {step}, {every} are the trial's.
@@ -32,7 +38,8 @@ struct CommandTrainer {
   std::string workdir;                        // absolute: where the command runs
   std::string config_file;  // absolute; "": none (the trainer's own JSON or TOML config)
   int64_t ranks = 1;        // ranks a recipe is launched on by default
-  std::string source;       // the recipe file
+  RanksFrom ranks_from = RanksFrom::Faultline;
+  std::string source;  // the recipe file
 };
 
 // The recipe resolved for one trial.

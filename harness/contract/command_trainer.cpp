@@ -76,17 +76,19 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
   binder.bind_path("trainer.workdir", trainer.workdir, PathCheck::MustExist);
   binder.bind_path("trainer.config_file", trainer.config_file, PathCheck::MustExist);
   binder.bind("trainer.ranks", trainer.ranks, {1, 4096});
-  binder.bind("trainer.ranks_from", ranks_from);
-  if (ranks_from != "faultline")
-    binder.fail("trainer.ranks_from", "ranks_from = \"" + ranks_from + "\" is not supported yet",
-                "leave it out: faultline starts each rank itself and gives it the torchrun "
-                "environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)");
+  binder.bind("trainer.ranks_from", ranks_from, {"faultline", "torchrun"});
   try {
     binder.finish();
   } catch (const UserError& error) {
     for (const auto& item : error.items()) errors.add(item.what, item.where, item.hint);
   }
   trainer.records = records == "log" ? RecordSource::Log : RecordSource::Protocol;
+  trainer.ranks_from = ranks_from == "torchrun" ? RanksFrom::Launcher : RanksFrom::Faultline;
+  if (trainer.ranks_from == RanksFrom::Launcher && trainer.records == RecordSource::Log)
+    errors.add("ranks_from = \"torchrun\" needs records = \"protocol\"",
+               where("trainer.ranks_from", source),
+               "one output holds every rank's lines: each rank writes its own metrics file "
+               "instead (FAULTLINE_METRICS names it with {rank})");
   if (trainer.workdir.empty())
     trainer.workdir = fs::absolute(source.name()).parent_path().lexically_normal().string();
 

@@ -44,6 +44,9 @@ struct RankCommand {
   // Files to write into the run directory before it starts (path, text): the trainer's own
   // config file with the trial's values.
   std::vector<std::pair<std::string, std::string>> files;
+  // One process (torchrun) starts every rank: it is launched once, with the environment below,
+  // and each rank it starts writes FAULTLINE_METRICS with {rank} replaced.
+  bool one_process = false;
 };
 
 class TrainerContract {
@@ -91,7 +94,7 @@ class TrainerContract {
   // How each rank of `spec` is started, its records going to `out_dir`. `trainer` is the path
   // of faultline-train (unused by a command trainer).
   RankCommand rank_command(const TrialSpec& spec, const std::string& trainer,
-                           const std::string& out_dir) const;
+                           const std::string& out_dir, int master_port = 0) const;
   // The command line a person runs to reproduce `spec` (faultline-train: without --out).
   std::vector<std::string> argv(const TrialSpec& spec, const std::string& trainer) const;
 

@@ -55,7 +55,7 @@ std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
 }
 
 RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,
-                                          const std::string& out_dir) const {
+                                          const std::string& out_dir, int master_port) const {
   RankCommand command;
   if (!command_) {
     command.argv = bundled_argv(spec, trainer);
@@ -68,6 +68,9 @@ RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::stri
   std::map<std::string, std::string> values;
   for (const auto& [name, value] : recipe.command->config) values[name] = placeholder_text(value);
   values["out"] = out_dir;
+  values["ranks"] = std::to_string(spec.ranks);
+  values["master_port"] = std::to_string(master_port);
+  command.one_process = own.ranks_from == RanksFrom::Launcher;
   if (!own.config_file.empty()) {
     std::map<std::string, ConfigValue> trial_values;
     for (const auto& key : recipe.command->file_keys)

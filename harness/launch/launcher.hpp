@@ -16,10 +16,13 @@ class LogRecords;
 
 struct RankLaunch {
   int rank = 0;
-  std::vector<std::string> argv;           // argv[0] is the executable path
+  // argv[0] is the executable path. Empty: the rank has no process of its own; it runs in the
+  // process of the launch before it (a launcher such as torchrun that starts its ranks).
+  std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // added to the harness's own environment
   std::string log_path;                    // stdout and stderr of the rank
   std::string metrics_path;                // what FAULTLINE_METRICS is set to
+  std::string stacks_path;                 // where its stacks go when asked; "": log_path
   std::string cwd;                         // "": the harness's own
   // A log-only trainer: its records are read from log_path with these patterns; null: from
   // metrics_path (the protocol).

@@ -42,6 +42,11 @@ class LocalTrial : public RunningTrial {
  public:
   explicit LocalTrial(const std::vector<RankLaunch>& ranks) {
     for (const auto& rank : ranks) {
+      status_.emplace_back();
+      if (rank.argv.empty()) {  // runs inside the process of a launch before it
+        children_.push_back(nullptr);
+        continue;
+      }
       ChildSpec spec;
       spec.argv = rank.argv;
       spec.env = rank.env;
@@ -53,7 +58,6 @@ class LocalTrial : public RunningTrial {
         kill_all(std::chrono::milliseconds(0));
         throw InfraError("cannot start rank " + std::to_string(rank.rank) + ": " + error.what());
       }
-      status_.emplace_back();
     }
   }
 
@@ -62,21 +66,27 @@ class LocalTrial : public RunningTrial {
   int ranks() const override { return static_cast<int>(children_.size()); }
 
   std::vector<RankStatus> poll() override {
-    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->poll());
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (children_[i])
+        record(i, children_[i]->poll());
+      else if (i > 0)
+        status_[i] = status_[i - 1];  // the rank lives and ends with its process
+    }
     return status_;
   }
 
   void signal_all(int signal) override {
     for (size_t i = 0; i < children_.size(); ++i)
-      if (status_[i].kind == ExitKind::Running) children_[i]->signal_group(signal);
+      if (children_[i] && status_[i].kind == ExitKind::Running) children_[i]->signal_group(signal);
   }
 
   void kill_all(std::chrono::milliseconds grace) override {
     bool any = false;
     for (size_t i = 0; i < children_.size(); ++i) {
       if (status_[i].kind != ExitKind::Running) continue;
-      any = true;
       status_[i].killed_by_harness = true;
+      if (!children_[i]) continue;
+      any = true;
       children_[i]->signal_group(SIGTERM);
     }
     if (!any) return;
@@ -86,7 +96,9 @@ class LocalTrial : public RunningTrial {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     // A rank seen ending was reaped after its group was killed; only the others are left.
-    for (size_t i = 0; i < children_.size(); ++i) record(i, children_[i]->kill());
+    for (size_t i = 0; i < children_.size(); ++i)
+      if (children_[i]) record(i, children_[i]->kill());
+    poll();
   }
 
  private:

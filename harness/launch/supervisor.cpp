@@ -49,7 +49,8 @@ void await_stacks(RunningTrial& trial, const std::vector<RankLaunch>& ranks, int
     std::vector<uintmax_t> out;
     for (const auto& rank : ranks) {
       std::error_code error;
-      const auto size = std::filesystem::file_size(rank.log_path, error);
+      const auto size = std::filesystem::file_size(
+          rank.stacks_path.empty() ? rank.log_path : rank.stacks_path, error);
       out.push_back(error ? 0 : size);
     }
     return out;

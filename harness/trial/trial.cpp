@@ -14,8 +14,8 @@
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 #include "harness/launch/local_launcher.hpp"
-#include "harness/launch/log_records.hpp"
 #include "harness/trial/ingest_sink.hpp"
+#include "harness/trial/rank_launches.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
 
@@ -81,7 +81,10 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
     }
     if (watch.stack_signal)
       for (int rank : result.hang->ranks)
-        if (auto stacks = stacks_in_log(ranks.at(rank).log_path); !stacks.empty())
+        if (auto stacks =
+                stacks_in_log(ranks.at(rank).stacks_path.empty() ? ranks.at(rank).log_path
+                                                                 : ranks.at(rank).stacks_path);
+            !stacks.empty())
           detail += "; the stacks of rank " + std::to_string(rank) + " (" +
                     signal_name(watch.stack_signal) + ", from its log):" + stacks;
     failures.push_back({detectors::FailureKind::Hang, result.hang->step,
@@ -189,6 +192,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.owner_host = host;
   Outcome outcome;
   contract::RankCommand command;
+  const int port = pick_free_port();
   outcome.ranks = spec.ranks;
   // The run's directory is named after its id, and the argv names the directory: one
   // transaction, so no run is ever stored without the command line it ran.
@@ -200,36 +204,14 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     for (int again = 2; std::filesystem::exists(outcome.out_dir); ++again)
       outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." +
                         std::to_string(again);
-    command = trainer.rank_command(spec, options_.trainer, outcome.out_dir);
+    command = trainer.rank_command(spec, options_.trainer, outcome.out_dir, port);
     info.argv_json = nlohmann::json(command.argv).dump();
     store_.set_run_argv(outcome.run_id, info.argv_json);
   });
   std::filesystem::create_directories(outcome.out_dir);
   for (const auto& [path, text] : command.files) std::ofstream(path) << text;
 
-  std::vector<RankLaunch> ranks;
-  const int port = pick_free_port();
-  std::shared_ptr<const LogRecords> log_records;
-  if (command.records == contract::RecordSource::Log)
-    log_records = std::make_shared<const LogRecords>(LogRecords::compile(
-        command.log_regex, command.checkpoint_regex, " in " + spec.config_path, command.cwd));
-  for (int rank = 0; rank < spec.ranks; ++rank) {
-    RankLaunch launch;
-    launch.rank = rank;
-    launch.argv = command.argv;
-    launch.cwd = command.cwd;
-    launch.log_records = log_records;
-    launch.metrics_path = outcome.out_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl";
-    launch.log_path = outcome.out_dir + "/rank" + std::to_string(rank) + ".log";
-    launch.env = {
-        {"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(spec.ranks)},
-        {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", std::to_string(port)}, {"FAULTLINE_METRICS", launch.metrics_path}};
-    launch.env.insert(command.env.begin(), command.env.end());
-    if (static_cast<size_t>(rank) < spec.hosts.size())
-      launch.env["FAULTLINE_HOST"] = spec.hosts[static_cast<size_t>(rank)];
-    ranks.push_back(launch);
-  }
+  const auto ranks = rank_launches(spec, command, outcome.out_dir, port);
 
   detectors::RunJudge judge(options_.thresholds,
                             detectors::RunContext{spec.ranks, config.warmup_steps});

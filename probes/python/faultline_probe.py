@@ -122,6 +122,12 @@ def fingerprint_hash(data):
     return digest.hexdigest()
 
 
+def _metrics_path(template, rank):
+    """FAULTLINE_METRICS for this rank: a launcher that starts the ranks itself (torchrun) is
+    given one path for all of them, with {rank} standing for RANK."""
+    return template.replace("{rank}", str(rank)) if template else template
+
+
 class MetricsWriter:
     """Appends protocol records to one rank's metrics file.
 
@@ -132,10 +138,10 @@ class MetricsWriter:
     """
 
     def __init__(self, path=None, rank=None, mode="a"):
-        if path is None:
-            path = os.environ.get("FAULTLINE_METRICS")
-        self.path = path or None
         self.rank = int(rank if rank is not None else os.environ.get("RANK", "0") or 0)
+        if path is None:
+            path = _metrics_path(os.environ.get("FAULTLINE_METRICS"), self.rank)
+        self.path = path or None
         self._start = time.monotonic()
         self._file = open(self.path, mode, encoding="utf-8") if self.path else None
 
@@ -263,7 +269,7 @@ class Settings:
                              "(environment); ranks are numbered 0..WORLD_SIZE-1")
         self.master_addr = env.get("MASTER_ADDR", "") or "127.0.0.1"
         self.master_port = integer("MASTER_PORT", 29500, 1)
-        self.metrics = env.get("FAULTLINE_METRICS", "") or None
+        self.metrics = _metrics_path(env.get("FAULTLINE_METRICS", ""), self.rank) or None
         self.out = env.get("FAULTLINE_OUT", "") or os.getcwd()
         self.host = env.get("FAULTLINE_HOST", "") or socket.gethostname()
         self.stop_after = integer("FAULTLINE_STOP_AFTER", 0)
@@ -545,7 +551,12 @@ class Run:
             raise RuntimeError("faultline_probe.Run needs torch")
         faulthandler.enable()  # a crash prints the Python stacks
         if hasattr(signal, "SIGUSR1"):  # faultline sends SIGUSR1 to a hung rank before the kill
-            faulthandler.register(signal.SIGUSR1, all_threads=True)
+            # To stderr, or to FAULTLINE_STACKS ({rank}: RANK) when the ranks share one output
+            # (a launcher that starts them itself).
+            stacks = _metrics_path(os.environ.get("FAULTLINE_STACKS", ""),
+                                   os.environ.get("RANK", "0"))
+            self._stacks_file = open(stacks, "w") if stacks else sys.stderr
+            faulthandler.register(signal.SIGUSR1, file=self._stacks_file, all_threads=True)
         try:
             self.settings = Settings(environ)
         except UsageError as error:

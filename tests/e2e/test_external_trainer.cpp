@@ -61,6 +61,23 @@ std::pair<uint64_t, int64_t> sample_first_drawn_in(int64_t from, int64_t to) {
   return {0, 0};
 }
 
+// Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
+void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir) {
+  auto cli = faultline_cli(
+      with_sets({"train", "-c", recipe, "--ranks", "2", "--step-timeout", "5", "--json"},
+                {"fault.hang_rank=1", "fault.hang_step=5"}),
+      dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  const auto& failures = cli.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"hang"}) << cli.doc.dump();
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_EQ(failures[0].at("step"), 5);
+  const std::string detail = failures[0].at("detail");
+  EXPECT_THAT(detail, HasSubstr("the stacks of rank 1 (SIGUSR1, from its log)"));
+  EXPECT_THAT(detail, HasSubstr("in at_step_start"));  // where train.py's planted hang sleeps
+  EXPECT_THAT(detail, ::testing::Not(HasSubstr("in all_reduce")));  // rank 0's, not its own
+}
+
 }  // namespace
 
 TEST(ExternalTrainer, HelperScriptPassesTheSmokeGateAndAHugeLrFailsItsFirstRung) {
@@ -174,19 +191,7 @@ TEST(ExternalTrainer, BisectCommitsFindsTheCommitThatBrokeALogOnlyScript) {
 }
 
 TEST(ExternalTrainer, AHangOnTwoRanksNamesTheRankAndShowsItsPythonStack) {
-  const std::string dir = make_temp_dir("ext-hang");
-  auto cli = faultline_cli(
-      with_sets({"train", "-c", kHelper, "--ranks", "2", "--step-timeout", "5", "--json"},
-                {"fault.hang_rank=1", "fault.hang_step=5"}),
-      dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
-  const auto& failures = cli.doc.at("failures");
-  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"hang"}) << cli.doc.dump();
-  EXPECT_EQ(failures[0].at("rank"), 1);
-  EXPECT_EQ(failures[0].at("step"), 5);
-  const std::string detail = failures[0].at("detail");
-  EXPECT_THAT(detail, HasSubstr("the stacks of rank 1 (SIGUSR1, from its log)"));
-  EXPECT_THAT(detail, HasSubstr("in at_step_start"));  // where train.py's planted hang sleeps
+  expect_hang_of_rank_one_with_its_stack(kHelper, make_temp_dir("ext-hang"));
 }
 
 TEST(ExternalTrainer, AScriptThatCannotImportItsModulesIsAnInfrastructureError) {
@@ -279,4 +284,33 @@ steps = 10
   EXPECT_EQ(cli.result.exit_code, 4) << cli.result.output;
   EXPECT_THAT(cli.result.output, HasSubstr("no line of its output matched trainer.log_regex"));
   EXPECT_THAT(cli.result.output, HasSubstr("epoch 1 done, loss=2.5"));
+}
+
+// ranks_from = "torchrun": faultline starts one process, which starts the ranks.
+std::string launcher_recipe(const std::string& dir) {
+  std::ofstream(dir + "/launched.toml") << replaced(
+      replaced(text_of(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
+               "command = [\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
+               "/tests/e2e/launchers/spawn_ranks.py\", \"--nproc\", \"{ranks}\", "
+               "\"--\", \"/usr/bin/python3\", \"train.py\","),
+      "[trainer]\n", "[trainer]\nranks_from = \"torchrun\"\nworkdir = \"" + kExamples + "\"\n");
+  return dir + "/launched.toml";
+}
+
+TEST(ExternalTrainer, ALauncherThatStartsItsOwnRanksIsOneProcessWithARecordStreamPerRank) {
+  const std::string dir = make_temp_dir("ext-launcher");
+  const std::string recipe = launcher_recipe(dir);
+  auto healthy =
+      faultline_cli({"train", "-c", recipe, "--ranks", "2", "--steps", "20", "--json"}, dir);
+  ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
+  const std::string run_dir =
+      dir + "/runs/run-" + std::to_string(healthy.doc.at("run_id").get<int64_t>());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string metrics = text_of(run_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl");
+    EXPECT_THAT(metrics, HasSubstr("\"world_size\":2")) << rank;
+  }
+  EXPECT_EQ(healthy.doc.at("steps"), 20);
+
+  // Its ranks share one output: the stacks come from each rank's own file.
+  expect_hang_of_rank_one_with_its_stack(recipe, dir);
 }
