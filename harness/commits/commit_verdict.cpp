@@ -51,7 +51,8 @@ void classify(const Outcome& outcome, std::optional<detectors::FailureKind> kind
   }
   const detectors::Failure* hiding = nullptr;
   for (const auto& failure : outcome.failures) {
-    if (!kind || failure.kind == *kind) {
+    const bool warning = detectors::severity(failure.kind) == detectors::Severity::Warning;
+    if (kind ? failure.kind == *kind : !warning) {
       run.observation = Observation::Bad;
       run.detail = "fail: " + describe(failure);
       return;

@@ -8,8 +8,6 @@
 
 namespace faultline::harness::contract {
 
-namespace {
-
 std::map<std::string, std::string> keys_of(const std::string& canonical) {
   std::map<std::string, std::string> keys;
   for (const auto& line : split(canonical, '\n')) {
@@ -18,6 +16,8 @@ std::map<std::string, std::string> keys_of(const std::string& canonical) {
   }
   return keys;
 }
+
+namespace {
 
 Recipe from_bundled(trainer::TrainConfig config) {
   Recipe recipe;

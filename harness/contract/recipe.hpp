@@ -36,6 +36,8 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
                    const std::vector<std::string>& cli_options = {});
 // The same from a stored config's text (an imported run's start event).
 Recipe parse_recipe(const std::string& toml_text, const std::string& name);
+// Key -> TOML literal of a canonical config text ("key = value" lines), as a stored run has.
+std::map<std::string, std::string> keys_of(const std::string& canonical);
 bool is_command_recipe(const std::string& path);
 
 // What must hold to launch it on `ranks` ranks (faultline-train: the batch splits, shards fit).

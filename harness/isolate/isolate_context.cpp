@@ -68,8 +68,14 @@ std::optional<detectors::Failure> primary_failure(const std::vector<detectors::F
   auto key = [](const detectors::Failure& f) {
     return std::make_pair(f.step < 0 ? INT64_MAX : f.step, detectors::localization_rank(f.kind));
   };
+  // A warning (bad_init) names the failure only when there is nothing else.
+  auto warning = [](const detectors::Failure& f) {
+    return detectors::severity(f.kind) == detectors::Severity::Warning;
+  };
   for (const auto& failure : failures)
-    if (!best || key(failure) < key(*best)) best = failure;
+    if (!best ||
+        std::make_pair(warning(failure), key(failure)) < std::make_pair(warning(*best), key(*best)))
+      best = failure;
   return best;
 }
 

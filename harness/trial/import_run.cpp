@@ -179,7 +179,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
                          rank, files[rank].last_step)});
     for (auto& failure : judge.finish()) result.failures.push_back(failure);
     result.malformed = sink.malformed();
-    result.verdict = result.failures.empty() ? Verdict::Pass : Verdict::Fail;
+    result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;
     info.status = store::RunStatus::Finished;
     info.verdict = to_string(result.verdict);
     for (const auto& failure : result.failures)

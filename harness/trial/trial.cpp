@@ -16,6 +16,7 @@
 #include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "harness/trial/rank_launches.hpp"
+#include "probes/detectors/reference.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
 
@@ -213,8 +214,9 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
 
   const auto ranks = rank_launches(spec, command, outcome.out_dir, port);
 
+  const int64_t vocab = config.bundled ? config.bundled->model.vocab_size : 0;
   detectors::RunJudge judge(options_.thresholds,
-                            detectors::RunContext{spec.ranks, config.warmup_steps});
+                            detectors::RunContext{spec.ranks, config.warmup_steps, vocab});
   IngestSink sink(store_, outcome.run_id, judge, options_.observer);
   if (options_.observer) {
     TrialStart start{outcome.run_id, outcome.out_dir, {}, spec.ranks, info.steps};
@@ -241,6 +243,11 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   if (outcome.infra_detail.empty())
     classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail, ranks);
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
+  if (options_.reference && options_.thresholds.loss_regression.enabled &&
+      outcome.infra_detail.empty())
+    if (auto regression = detectors::compare_to_reference(
+            store_.steps(outcome.run_id), *options_.reference, options_.thresholds.loss_regression))
+      outcome.failures.push_back(*regression);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);
   if (summary.ranks > 0) outcome.steps_run = summary.steps / summary.ranks;
@@ -260,7 +267,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   if (!outcome.infra_detail.empty())
     outcome.verdict = Verdict::InfraError;
   else
-    outcome.verdict = outcome.failures.empty() ? Verdict::Pass : Verdict::Fail;
+    outcome.verdict = detectors::any_failing(outcome.failures) ? Verdict::Fail : Verdict::Pass;
 
   info.status = outcome.interrupted ? store::RunStatus::Interrupted : store::RunStatus::Finished;
   info.verdict = outcome.interrupted ? "" : to_string(outcome.verdict);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,8 @@ struct RunnerOptions {
   detectors::Thresholds thresholds;
   const std::atomic<bool>* interrupted = nullptr;  // set by a SIGINT handler
   TrialObserver* observer = nullptr;               // progress lines; null: none
+  // Each run is also judged against these runs' step records (loss_regression); null: none.
+  std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference;
 };
 
 class TrialRunner {

@@ -12,6 +12,7 @@ namespace faultline::detectors {
 struct RunContext {
   int world_size = 0;         // 0: unknown; learned from "start" events and the ranks seen
   int64_t warmup_steps = -1;  // the LR schedule's warm-up; -1: unknown, inferred from the LR
+  int64_t vocab_size = 0;     // a language model's vocabulary; 0: unknown (bad_init is off)
 };
 
 // Records arrive per rank in step order, ranks interleaved arbitrarily. A detector keeps state

@@ -15,6 +15,9 @@ using DetectorList = std::vector<std::unique_ptr<Detector>>;
 // grad_vanish, loss_spike, stalled.
 void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds);
 
+// The run's start (start.cpp): bad_init, when the context knows the vocabulary size.
+void add_start_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);
+
 // The learning rate (lr.cpp): lr_anomaly.
 void add_lr_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);
 

@@ -198,6 +198,11 @@ class LossSpikeDetector : public Detector {
                         num(s.first) + " within the first " + std::to_string(t_.warmup_steps) +
                         " steps (limit " + num(t_.factor) + "x)"});
     }
+    if (s.seen >= t_.warmup_steps) judge_rise(r, s);
+    if (s.seen > 0) {
+      s.changes.push_back(r.loss - s.recent.back());
+      if (static_cast<int64_t>(s.changes.size()) > t_.window) s.changes.pop_front();
+    }
     ++s.seen;
     s.recent.push_back(r.loss);
     if (static_cast<int64_t>(s.recent.size()) > t_.window) s.recent.pop_front();
@@ -210,7 +215,28 @@ class LossSpikeDetector : public Detector {
     double first = 0;
     int64_t seen = 0;
     std::deque<double> recent;
+    std::deque<double> changes;  // step-to-step loss changes of the recent window
   };
+
+  // A rise far outside the recent step-to-step variation (robust: median absolute deviation),
+  // above an absolute floor: a jump of a few nats that is not yet 10x the loss.
+  void judge_rise(const StepRecord& r, const Rank& s) {
+    if (s.changes.size() < 3) return;
+    const double rise = r.loss - s.recent.back();
+    if (!(rise > t_.min_rise)) return;
+    std::vector<double> changes(s.changes.begin(), s.changes.end());
+    const double center = median(changes);
+    for (double& change : changes) change = std::fabs(change - center);
+    const double mad = median(changes);
+    if (!(rise > center + t_.mad_factor * mad)) return;
+    found_.offer({FailureKind::LossSpike, r.step, r.rank,
+                  "loss rose " + num(rise) + " in one step (" + num(s.recent.back()) + " -> " +
+                      num(r.loss) + "): " + (mad > 0 ? num((rise - center) / mad) : "inf") +
+                      " median absolute deviations of the previous " +
+                      std::to_string(changes.size()) + " step-to-step changes (limit " +
+                      num(t_.mad_factor) + ", and above " + num(t_.min_rise) + ")"});
+  }
+
   const Thresholds::LossSpike t_;
   std::map<int, Rank> ranks_;
   Findings found_;

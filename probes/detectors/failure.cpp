@@ -13,6 +13,12 @@ int64_t step_order(int64_t step) {
 }
 }  // namespace
 
+bool any_failing(const std::vector<Failure>& failures) {
+  for (const auto& failure : failures)
+    if (severity(failure.kind) == Severity::Failure) return true;
+  return false;
+}
+
 bool is_fatal(const Failure& failure) {
   // The trainer halts on both itself; the harness should not wait for the records to stop.
   return failure.kind == FailureKind::Nonfinite || failure.kind == FailureKind::Data;

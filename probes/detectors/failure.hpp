@@ -26,6 +26,9 @@ inline int64_t evidence_step(const Failure& failure) {
   return failure.shown_by > failure.step ? failure.shown_by : failure.step;
 }
 
+// Whether any of `failures` fails the run (a warning alone does not).
+bool any_failing(const std::vector<Failure>& failures);
+
 // Failures after which the run's remaining steps prove nothing: the harness may stop the trial.
 bool is_fatal(const Failure& failure);
 

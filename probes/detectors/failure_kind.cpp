@@ -3,7 +3,6 @@
 
 #include <array>
 #include <stdexcept>
-#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -11,43 +10,69 @@ namespace faultline::detectors {
 
 namespace {
 
-constexpr std::array<std::pair<FailureKind, const char*>, 17> kNames = {{
-    {FailureKind::Nonfinite, "nonfinite"},
-    {FailureKind::Data, "data"},
-    {FailureKind::LossSpike, "loss_spike"},
-    {FailureKind::Stalled, "stalled"},
-    {FailureKind::GradExplode, "grad_explode"},
-    {FailureKind::GradVanish, "grad_vanish"},
-    {FailureKind::LrAnomaly, "lr_anomaly"},
-    {FailureKind::Memory, "memory"},
-    {FailureKind::Slow, "slow"},
-    {FailureKind::Straggler, "straggler"},
-    {FailureKind::DataStall, "data_stall"},
-    {FailureKind::RankDivergence, "rank_divergence"},
-    {FailureKind::Nondeterministic, "nondeterministic"},
-    {FailureKind::Crash, "crash"},
-    {FailureKind::Hang, "hang"},
-    {FailureKind::Oom, "oom"},
-    {FailureKind::Anomaly, "anomaly"},
+struct KindInfo {
+  FailureKind kind;
+  const char* name;
+  Severity severity;
+  const char* hint;
+};
+
+constexpr Severity F = Severity::Failure;
+constexpr std::array<KindInfo, 19> kNames = {{
+    {FailureKind::Nonfinite, "nonfinite", F, ""},
+    {FailureKind::Data, "data", F, ""},
+    {FailureKind::LossSpike, "loss_spike", F, ""},
+    {FailureKind::Stalled, "stalled", F, ""},
+    {FailureKind::GradExplode, "grad_explode", F, ""},
+    {FailureKind::GradVanish, "grad_vanish", F, ""},
+    {FailureKind::LrAnomaly, "lr_anomaly", F, ""},
+    {FailureKind::Memory, "memory", F, ""},
+    {FailureKind::Slow, "slow", F, ""},
+    {FailureKind::Straggler, "straggler", F, ""},
+    {FailureKind::DataStall, "data_stall", F, ""},
+    {FailureKind::RankDivergence, "rank_divergence", F, ""},
+    {FailureKind::Nondeterministic, "nondeterministic", F, ""},
+    {FailureKind::Crash, "crash", F, ""},
+    {FailureKind::Hang, "hang", F, ""},
+    {FailureKind::Oom, "oom", F, ""},
+    {FailureKind::Anomaly, "anomaly", F, ""},
+    {FailureKind::LossRegression, "loss_regression", F,
+     "compare the run's config with the reference's (learning rate, batch size, warm-up, weight "
+     "decay); `faultline reference show NAME` lists its runs"},
+    {FailureKind::BadInit, "bad_init", Severity::Warning,
+     "the model starts miscalibrated: check model.init_std and the output layer's init (a "
+     "uniform prediction gives ln(vocab size))"},
 }};
 
 }  // namespace
 
 const char* to_string(FailureKind kind) {
-  for (const auto& [each, name] : kNames)
-    if (each == kind) return name;
+  for (const auto& each : kNames)
+    if (each.kind == kind) return each.name;
   return "?";
 }
 
+Severity severity(FailureKind kind) {
+  for (const auto& each : kNames)
+    if (each.kind == kind) return each.severity;
+  return Severity::Failure;
+}
+
+const char* hint(FailureKind kind) {
+  for (const auto& each : kNames)
+    if (each.kind == kind) return each.hint;
+  return "";
+}
+
 std::optional<FailureKind> parse_failure_kind(std::string_view name) {
-  for (const auto& [kind, each] : kNames)
-    if (name == each) return kind;
+  for (const auto& each : kNames)
+    if (name == each.name) return each.kind;
   return std::nullopt;
 }
 
 std::vector<std::string> failure_kind_names() {
   std::vector<std::string> names;
-  for (const auto& entry : kNames) names.emplace_back(entry.second);
+  for (const auto& entry : kNames) names.emplace_back(entry.name);
   return names;
 }
 

@@ -28,13 +28,22 @@ enum class FailureKind {
   Crash,
   Hang,
   Oom,
-  Anomaly,  // an anomaly record of a kind this list does not have
+  Anomaly,         // an anomaly record of a kind this list does not have
+  LossRegression,  // the smoothed loss worse than a reference's seed band (reference.hpp)
+  BadInit,         // a language model's first loss far above ln(vocab size): a warning
 };
+
+// A warning is reported with the run but does not fail it: the run may still train well.
+enum class Severity { Failure, Warning };
 
 const char* to_string(FailureKind kind);
 std::optional<FailureKind> parse_failure_kind(std::string_view name);
 // Every name, in the order above (for help texts and did-you-mean).
 std::vector<std::string> failure_kind_names();
+
+Severity severity(FailureKind kind);
+// What to look at for a kind whose cause is usually in the config ("" when none is known).
+const char* hint(FailureKind kind);
 
 // Judged from timings: on a busy machine one run is not evidence enough (DESIGN.md).
 bool is_timing(FailureKind kind);

@@ -32,6 +32,19 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("loss_spike.factor"), t.loss_spike.factor, kFactor);
   b.bind(key("loss_spike.window"), t.loss_spike.window, kAtLeastOne);
   b.bind(key("loss_spike.warmup_steps"), t.loss_spike.warmup_steps, kAtLeastOne);
+  b.bind(key("loss_spike.mad_factor"), t.loss_spike.mad_factor, kFactor);
+  b.bind(key("loss_spike.min_rise"), t.loss_spike.min_rise, kNonNegative);
+
+  b.bind(key("bad_init.enabled"), t.bad_init.enabled);
+  b.bind(key("bad_init.max_excess"), t.bad_init.max_excess, kNonNegative);
+
+  b.bind(key("loss_regression.enabled"), t.loss_regression.enabled);
+  b.bind(key("loss_regression.window"), t.loss_regression.window, kAtLeastOne);
+  b.bind(key("loss_regression.skip_fraction"), t.loss_regression.skip_fraction, {0.0, 0.9});
+  b.bind(key("loss_regression.spread_factor"), t.loss_regression.spread_factor, kNonNegative);
+  b.bind(key("loss_regression.min_margin"), t.loss_regression.min_margin, kNonNegative);
+  b.bind(key("loss_regression.single_margin"), t.loss_regression.single_margin, kNonNegative);
+  b.bind(key("loss_regression.sustained_steps"), t.loss_regression.sustained_steps, kAtLeastOne);
 
   b.bind(key("lr_anomaly.enabled"), t.lr_anomaly.enabled);
   b.bind(key("lr_anomaly.jump_factor"), t.lr_anomaly.jump_factor, kFactor);

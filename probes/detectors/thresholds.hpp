@@ -20,9 +20,9 @@ struct Thresholds {
   } data;
   struct Stalled {
     bool enabled = true;
-    int64_t after_steps = 100;   // judged only on runs with at least this many steps
-    int64_t window = 10;         // steps averaged at the start and at the end
-    double min_rel_drop = 0.01;  // the end's mean must be this much (relative) below the start's
+    int64_t after_steps = 100;  // judged only on runs with at least this many steps
+    int64_t window = 10;        // steps averaged at the start and at the end
+    double min_rel_drop = 0.1;  // the end's mean must be this much (relative) below the start's
   } stalled;
   struct GradExplode {
     bool enabled = true;
@@ -39,7 +39,24 @@ struct Thresholds {
     double factor = 10.0;       // loss >= factor x reference is a spike
     int64_t window = 20;        // reference: median of this many recent finite losses
     int64_t warmup_steps = 10;  // finite losses seen before any step is judged
+    // A step-to-step rise above mad_factor x the median absolute deviation of the last `window`
+    // step-to-step changes, and above min_rise (nats): an early jump of a few nats.
+    double mad_factor = 10.0;
+    double min_rise = 1.0;
   } loss_spike;
+  struct BadInit {
+    bool enabled = true;
+    double max_excess = 1.0;  // first loss above ln(vocab_size) + this many nats
+  } bad_init;
+  struct LossRegression {  // against a reference of runs (reference.hpp)
+    bool enabled = true;
+    int64_t window = 10;          // trailing mean of this many steps' losses
+    double skip_fraction = 0.2;   // judged from this share of the run's steps on
+    double spread_factor = 2.0;   // tolerance: this x (max - min) of the reference's runs ...
+    double min_margin = 0.1;      // ... and at least this share of the reference's mean
+    double single_margin = 0.12;  // one reference run: tolerance = this share of its loss
+    int64_t sustained_steps = 5;  // consecutive judged steps beyond the tolerance
+  } loss_regression;
   struct LrAnomaly {
     bool enabled = true;
     double jump_factor = 10.0;     // lr above jump_factor x the previous step's

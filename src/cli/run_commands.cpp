@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/finding_report.hpp"
+#include "cli/reference_command.hpp"
 #include "cli/run_context.hpp"
 #include "cli/train_progress.hpp"
 #include "common/error.hpp"
@@ -43,6 +44,7 @@ struct SmokeArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string ladder = "default";  // an installed ladder's name, or a file
+  std::string reference;           // a stored reference's name: rungs also judged against it
   std::vector<std::string> option_names;
 };
 
@@ -120,7 +122,9 @@ int run_smoke(const SmokeArgs& args) {
   for (const auto& rung : rungs) harness::contract::check_launchable(recipe, rung.ranks);
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
-  harness::TrialRunner runner(store, launcher, runner_options(args.context));
+  auto options = runner_options(args.context);
+  if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
+  harness::TrialRunner runner(store, launcher, options);
 
   // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
   const auto trainer_contract = harness::contract::TrainerContract::of(config);
@@ -199,29 +203,6 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
 
 }  // namespace
 
-json failures_json(const std::vector<detectors::Failure>& failures) {
-  json out = json::array();
-  for (const auto& f : failures)
-    out.push_back({{"kind", f.kind},
-                   {"step", f.step < 0 ? json() : json(f.step)},
-                   {"rank", f.rank < 0 ? json() : json(f.rank)},
-                   {"detail", f.detail}});
-  return out;
-}
-
-void print_failures(const std::vector<detectors::Failure>& failures) {
-  for (const auto& f : failures)
-    fmt::print("  {} at step {} rank {}: {}\n", to_string(f.kind),
-               f.step < 0 ? std::string("-") : std::to_string(f.step),
-               f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
-}
-
-void print_malformed(const std::vector<store::RankMalformed>& malformed) {
-  for (const auto& m : malformed)
-    fmt::print("  rank {}: {} malformed metrics line(s) (first: \"{}\": {})\n", m.rank, m.lines,
-               m.first_line, m.first_error);
-}
-
 void add_run_commands(CLI::App& app, int& exit_code) {
   auto train_args = std::make_shared<TrainArgs>();
   auto* train = app.add_subcommand("train", "one supervised trainer run, stored and judged");
@@ -249,6 +230,9 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   smoke->add_option("--set", smoke_args->overrides, "override a recipe key: section.key=value");
   smoke->add_option("--ladder", smoke_args->ladder,
                     "ladder file, or an installed ladder's name (default: default)");
+  smoke->add_option("--reference", smoke_args->reference,
+                    "a stored reference (faultline reference add): each rung's loss is judged "
+                    "against its runs' (loss_regression)");
   add_context_options(*smoke);
   smoke->callback([smoke_args, smoke, &exit_code] {
     smoke_args->option_names = option_names(*smoke);

@@ -1,4 +1,4 @@
-// Schema versions 1 to 3, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 4, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -142,6 +142,24 @@ CREATE TABLE run_malformed (
 );
 )sql";
 
+// Version 4: named references of healthy runs (seeds of one config) that `smoke --reference`
+// judges loss curves against (loss_regression); the runs are kept in order.
+const char* const kVersion4 = R"sql(
+CREATE TABLE loss_references (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  config_path TEXT NOT NULL DEFAULT '',     -- of the first run
+  config_hash TEXT NOT NULL DEFAULT '',     -- of the first run
+  created_at TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE loss_reference_runs (
+  reference_id INTEGER NOT NULL REFERENCES loss_references(id),
+  position INTEGER NOT NULL,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  PRIMARY KEY (reference_id, position)
+);
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -171,7 +189,7 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4};
   return steps;
 }
 

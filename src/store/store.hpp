@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -90,6 +90,15 @@ struct FindingInfo {
   std::string fields_json;  // JSON object: step, rank, where, samples, evidence, ...
   std::string repro_json;   // JSON: the trial spec (and argv) that reproduces it
   std::optional<int64_t> search_id;
+  std::string created_at;
+};
+
+// A named reference: healthy runs of one config (seeds) that loss curves are judged against.
+struct ReferenceInfo {
+  int64_t id = 0;
+  std::string name;
+  std::vector<int64_t> run_ids;          // in the order given
+  std::string config_path, config_hash;  // of the first run
   std::string created_at;
 };
 
@@ -171,6 +180,12 @@ class Store {
   int64_t add_finding(const FindingInfo& finding);  // returns its id
   std::optional<FindingInfo> get_finding(int64_t id) const;
   std::vector<FindingInfo> list_findings(int limit = 50) const;  // newest first
+
+  // References: add_reference returns the id; a name already taken is a bug of the caller
+  // (std::runtime_error): look it up first.
+  int64_t add_reference(const ReferenceInfo& reference);
+  std::optional<ReferenceInfo> get_reference(const std::string& name) const;
+  std::vector<ReferenceInfo> list_references() const;  // by name
 
   // Test hooks (tests may not talk to SQLite themselves).
   // Opens with `extra` migration steps after the built-in ones (versions kSchemaVersion + 1...).

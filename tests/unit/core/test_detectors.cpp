@@ -17,8 +17,9 @@ using faultline::testing::expect_one;
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<Failure> judge(const std::vector<StepRecord>& records, RunContext context = {}) {
-  RunJudge judge({}, context);
+std::vector<Failure> judge(const std::vector<StepRecord>& records, RunContext context = {},
+                           Thresholds thresholds = {}) {
+  RunJudge judge(thresholds, context);
   for (const auto& record : records) judge.observe(record);
   return judge.finish();
 }
@@ -151,8 +152,10 @@ TEST(Detectors, GradVanishNeedsSustainedSteps) {
 
 TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
   auto records = synthetic_run();
-  at(records, 60).loss = 3 * at(records, 59).loss;  // a bump, not a spike
-  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+  Thresholds no_rise;
+  no_rise.loss_spike.min_rise = 1e9;                // the factor rule alone
+  at(records, 60).loss = 3 * at(records, 59).loss;  // a bump, not 10x
+  EXPECT_TRUE(judge(records, {}, no_rise).empty()) << describe(judge(records, {}, no_rise));
   at(records, 60).loss = 30.0;
   auto failures = judge(records);
   ASSERT_NO_FATAL_FAILURE(expect_one(failures, "loss_spike", 60, 0));

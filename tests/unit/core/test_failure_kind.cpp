@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "probes/detectors/failure.hpp"
 #include "probes/detectors/failure_kind.hpp"
 
 namespace faultline::detectors {
@@ -12,7 +13,7 @@ namespace {
 
 TEST(FailureKind, EveryNameParsesBackToItsKindAndNamesAreUnique) {
   const auto names = failure_kind_names();
-  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(names.size(), 19u);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
   for (const auto& name : names) {
     auto kind = parse_failure_kind(name);
@@ -40,6 +41,15 @@ TEST(FailureKind, DataIsAsWellLocalizedAsNonfiniteAndTimingKindsAreTiming) {
     EXPECT_TRUE(is_timing(kind)) << to_string(kind);
   EXPECT_FALSE(is_timing(FailureKind::Nonfinite));
   EXPECT_FALSE(is_timing(FailureKind::Hang));
+}
+
+TEST(FailureKind, BadInitIsAWarningWithAHintAndFailsNoRunAlone) {
+  EXPECT_EQ(severity(FailureKind::BadInit), Severity::Warning);
+  EXPECT_EQ(severity(FailureKind::LossRegression), Severity::Failure);
+  EXPECT_NE(std::string(hint(FailureKind::BadInit)).find("init_std"), std::string::npos);
+  EXPECT_FALSE(any_failing({{FailureKind::BadInit, 1, 0, "first loss 9"}}));
+  EXPECT_TRUE(any_failing({{FailureKind::BadInit, 1, 0, ""}, {FailureKind::Stalled, 100, 0, ""}}));
+  EXPECT_EQ(parse_failure_kind("loss_regression"), FailureKind::LossRegression);
 }
 
 }  // namespace

@@ -162,6 +162,7 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   // Back to what a version-1 build wrote: no norm, no sketch, no run_malformed.
   Store::raw_exec_for_tests(
       path,
+      "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
       "DROP TABLE run_malformed; ALTER TABLE fingerprints DROP COLUMN sketch; "
       "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
   Store store = Store::open(path);

@@ -87,10 +87,12 @@ TEST(StoreRuns, AVersion2FileIsMigratedAndKeepsItsRows) {
     result.failures = {{"nonfinite", 2, 0, "loss is nan"}};
     store.finish_run(id, result);
   }
-  // Back to what a version-2 build wrote: everything but the run_malformed table.
-  Store::raw_exec_for_tests(path, "DROP TABLE run_malformed; PRAGMA user_version = 2");
+  // Back to what a version-2 build wrote: everything but run_malformed and the references.
+  Store::raw_exec_for_tests(path,
+                            "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
+                            "DROP TABLE run_malformed; PRAGMA user_version = 2");
   Store store = Store::open(path);
-  EXPECT_EQ(store.schema_version(), 3);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
   auto old = *store.get_run(id);
   EXPECT_EQ(old.config_path, "recipes/micro.toml");
   EXPECT_EQ(old.argv_json, R"(["faultline-train"])");
