@@ -58,6 +58,10 @@ Severity severity(FailureKind kind) {
   return Severity::Failure;
 }
 
+const char* to_string(Severity severity) {
+  return severity == Severity::Warning ? "warning" : "failure";
+}
+
 const char* hint(FailureKind kind) {
   for (const auto& each : kNames)
     if (each.kind == kind) return each.hint;

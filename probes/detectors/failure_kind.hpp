@@ -42,6 +42,7 @@ std::optional<FailureKind> parse_failure_kind(std::string_view name);
 std::vector<std::string> failure_kind_names();
 
 Severity severity(FailureKind kind);
+const char* to_string(Severity severity);  // "failure" or "warning"
 // What to look at for a kind whose cause is usually in the config ("" when none is known).
 const char* hint(FailureKind kind);
 

@@ -2,7 +2,7 @@
 // model predicts close to uniformly, which costs ln(V) nats a token; far more is a miscalibrated
 // start (a huge init_std, an unscaled output layer). A warning: such a run may still recover.
 #include <cmath>
-#include <map>
+#include <set>
 
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
@@ -15,26 +15,25 @@ class BadInitDetector : public Detector {
  public:
   BadInitDetector(const Thresholds& t, int64_t vocab_size)
       : t_(t.bad_init),
-        limit_(std::log(static_cast<double>(vocab_size)) + t.bad_init.max_excess),
+        uniform_(std::log(static_cast<double>(vocab_size))),
         vocab_size_(vocab_size) {}
 
   void observe(const StepRecord& r) override {
-    if (!std::isfinite(r.loss) || first_.count(r.rank)) return;
-    first_[r.rank] = r.step;
-    if (!(r.loss > limit_)) return;
+    if (!std::isfinite(r.loss) || !judged_.insert(r.rank).second) return;
+    if (!(r.loss > uniform_ + t_.max_excess)) return;
     found_.offer({FailureKind::BadInit, r.step, r.rank,
-                  "first loss " + num(r.loss) + " is " + num(r.loss - (limit_ - t_.max_excess)) +
-                      " nats above ln(vocab_size " + std::to_string(vocab_size_) + ") = " +
-                      num(limit_ - t_.max_excess) + " (limit +" + num(t_.max_excess) + " nats)"});
+                  "first loss " + num(r.loss) + " is " + num(r.loss - uniform_) +
+                      " nats above ln(vocab_size " + std::to_string(vocab_size_) +
+                      ") = " + num(uniform_) + " (limit +" + num(t_.max_excess) + " nats)"});
   }
 
   void judge(Findings& out, bool) const override { out.merge(found_); }
 
  private:
   const Thresholds::BadInit t_;
-  const double limit_;
+  const double uniform_;  // ln(vocab size): the loss of a uniform prediction
   const int64_t vocab_size_;
-  std::map<int, int64_t> first_;  // rank -> the step of its first finite loss
+  std::set<int> judged_;  // ranks whose first finite loss was seen
   Findings found_;
 };
 

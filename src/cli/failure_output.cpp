@@ -11,13 +11,11 @@ using nlohmann::json;
 json failures_json(const std::vector<detectors::Failure>& failures) {
   json out = json::array();
   for (const auto& f : failures)
-    out.push_back(
-        {{"kind", f.kind},
-         {"step", f.step < 0 ? json() : json(f.step)},
-         {"rank", f.rank < 0 ? json() : json(f.rank)},
-         {"detail", f.detail},
-         {"severity",
-          detectors::severity(f.kind) == detectors::Severity::Warning ? "warning" : "failure"}});
+    out.push_back({{"kind", f.kind},
+                   {"step", f.step < 0 ? json() : json(f.step)},
+                   {"rank", f.rank < 0 ? json() : json(f.rank)},
+                   {"detail", f.detail},
+                   {"severity", to_string(detectors::severity(f.kind))}});
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include "cli/reference_command.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <map>
@@ -156,9 +157,7 @@ void add_reference_commands(CLI::App& app, int& exit_code) {
         out.push_back(reference_json(each));
         continue;
       }
-      std::vector<std::string> ids;
-      for (int64_t id : each.run_ids) ids.push_back(std::to_string(id));
-      fmt::print("{}  runs {}  {}  {}\n", each.name, join(ids, ","), each.created_at,
+      fmt::print("{}  runs {}  {}  {}\n", each.name, fmt::join(each.run_ids, ","), each.created_at,
                  each.config_path);
     }
     if (args->context.json) fmt::print("{}\n", json{{"references", out}}.dump());
