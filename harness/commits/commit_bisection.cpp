@@ -42,6 +42,11 @@ class Search {
     flaky_ ? flaky_->observe(commit, observation) : plain_->observe(commit, observation);
   }
   bool done() const { return flaky_ ? flaky_->done() : plain_->done(); }
+  // Commits the first bad one may still be; nullopt for the flaky search, which weighs them all.
+  std::optional<std::size_t> left() const {
+    if (flaky_) return std::nullopt;
+    return plain_->candidates().size();
+  }
   nlohmann::json to_json() const { return flaky_ ? flaky_->to_json() : plain_->to_json(); }
 
   void report(CommitBisectReport& report) const {
@@ -184,14 +189,20 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
     ++runs_of[observation.at("commit").get<std::string>()];
 
   judge.remove_leftovers();
-  auto record = [&](const CommitRun& run) {
-    report.runs.push_back(run);
-    if (progress) progress(run, static_cast<int>(report.runs.size()), report.candidates);
+  // Runs are announced once observed, so each line can say what is left after it (as git does).
+  std::size_t announced = 0;
+  auto announce = [&] {
+    for (; announced < report.runs.size(); ++announced)
+      if (progress)
+        progress(report.runs[announced], static_cast<int>(announced + 1), report.candidates,
+                 search->left());
   };
+  auto record = [&](const CommitRun& run) { report.runs.push_back(run); };
   try {
     if (request.judge.kind == JudgeKind::Recipe &&
         request.judge.failure_kind == detectors::FailureKind::Slow)
       record(judge.measure_baseline(report.good_commit));
+    announce();
     // Nothing testable left ends it too: the report says what is known.
     bisect::drive(
         *search, static_cast<std::size_t>(request.jobs),
@@ -204,7 +215,10 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
           }
           return observed;
         },
-        [&] { store.update_search(report.search_id, state(), store::SearchStatus::Running); });
+        [&] {
+          announce();
+          store.update_search(report.search_id, state(), store::SearchStatus::Running);
+        });
   } catch (const BisectAborted&) {
     store.update_search(report.search_id, state(), store::SearchStatus::Failed);
     throw;

@@ -57,8 +57,10 @@ struct CommitBisectReport {
   bool resumed = false;  // a stored, unfinished search with the same inputs was picked up
 };
 
-// Called after every run (cached or not) with the runs so far and the candidates at the start.
-using CommitProgress = std::function<void(const CommitRun& run, int index, std::size_t total)>;
+// Called after every run (cached or not) once it is observed, with the runs so far, the
+// candidates at the start, and the candidates left (nullopt: the flaky search weighs them all).
+using CommitProgress = std::function<void(const CommitRun& run, int index, std::size_t total,
+                                          std::optional<std::size_t> left)>;
 
 // UserError for a bad repo, an unknown revision, or a good that is not an ancestor of bad;
 // BisectAborted and Interrupted as CommitJudge::judge throws them.

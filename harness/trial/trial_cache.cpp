@@ -143,7 +143,9 @@ std::optional<Outcome> TrialCache::stored(const std::string& hash) const {
   if (!trial || !trial->outcome_json) return std::nullopt;
   Outcome outcome = outcome_from_json(nlohmann::json::parse(*trial->outcome_json));
   // A reused trial's files must still be there: later trials resume from its checkpoints.
-  if (!std::filesystem::exists(outcome.out_dir)) return std::nullopt;
+  if (!std::filesystem::exists(outcome.out_dir) ||
+      std::filesystem::exists(std::filesystem::path(outcome.out_dir) / kPrunedNote))
+    return std::nullopt;
   return outcome;
 }
 

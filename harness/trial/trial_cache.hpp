@@ -28,6 +28,10 @@ std::string trial_hash(const nlohmann::json& identity);
 nlohmann::json to_json(const Outcome& outcome);
 Outcome outcome_from_json(const nlohmann::json& json);
 
+// Written by `faultline gc` into a run directory it kept but took checkpoints from: later trials
+// may resume from any of a run's checkpoints, so such a run is no longer reused.
+constexpr const char* kPrunedNote = "faultline-gc.txt";
+
 enum class CacheUse { Reuse, Rerun };  // Rerun: run it again and replace the stored result
 
 struct CachedOutcome {

@@ -6,10 +6,12 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
@@ -94,12 +96,20 @@ void complete_request(CommitsArgs& args) {
   judge.judge_identity = judge_identity(context);
 }
 
-void print_progress(const harness::CommitRun& run, int index, std::size_t candidates) {
-  fmt::print(stderr, "faultline bisect commits: run {} ({} candidates): {}{}: {} ({}){}\n", index,
-             candidates, short_id(run.commit),
-             run.run > 0 ? fmt::format(" #{}", run.run + 1) : std::string(),
-             run.stage == "baseline" ? "baseline" : to_string(run.observation), run.detail,
-             run.cached ? " [from the store]" : "");
+// One line per judged run, counting down as git does once the run is observed.
+void print_progress(ProgressLine& out, const harness::CommitRun& run, int index,
+                    std::size_t candidates, std::optional<std::size_t> left) {
+  std::string countdown;
+  if (left) {
+    // git's estimate: each verdict halves what is left.
+    const int steps = *left > 1 ? static_cast<int>(std::ceil(std::log2(*left))) : 0;
+    countdown = fmt::format("; {} revision(s) left, roughly {} step(s)", *left, steps);
+  }
+  out.line(fmt::format("run {} ({} candidates): {}{}: {} ({}){}{}", index, candidates,
+                       short_id(run.commit),
+                       run.run > 0 ? fmt::format(" #{}", run.run + 1) : std::string(),
+                       run.stage == "baseline" ? "baseline" : to_string(run.observation),
+                       run.detail, run.cached ? " [from the store]" : "", countdown));
 }
 
 json report_json(const harness::CommitBisectReport& report) {
@@ -171,7 +181,13 @@ int run_commits(CommitsArgs& args) {
   auto store = open_store(args.context);
   harness::CommitBisectReport report;
   try {
-    report = harness::bisect_commits(store, args.request, print_progress);
+    ProgressLine out(progress_style(args.context.quiet), "bisect commits");
+    report = harness::bisect_commits(
+        store, args.request,
+        [&out](const harness::CommitRun& run, int index, std::size_t candidates,
+               std::optional<std::size_t> left) {
+          print_progress(out, run, index, candidates, left);
+        });
   } catch (const harness::Interrupted&) {
     fmt::print(stderr,
                "faultline bisect commits: interrupted; finished verdicts are stored, and running "

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
@@ -145,12 +146,17 @@ int run_repro(const ReproArgs& args) {
   const auto finding = load_finding(store, args.finding);
   harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
+  ProgressLine out(progress_style(args.context.quiet), "repro");
+  TrialProgress progress(out, StepLines::EveryTenth);
+  options.observer = &progress;
   harness::TrialRunner runner(store, launcher, options);
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
   harness::ReproReport report;
   try {
     report = harness::reproduce_finding(store, cache, finding, {args.tolerance, options.work_dir});
+    out.finish();
   } catch (const harness::InfraError& error) {
+    out.finish();
     fmt::print(stderr, "faultline repro: infrastructure error: {}\n", error.what());
     return static_cast<int>(ExitCode::Infra);
   }

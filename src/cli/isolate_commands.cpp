@@ -7,10 +7,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/finding_report.hpp"
+#include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
@@ -85,23 +87,7 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
   return spec;
 }
 
-void print_progress(const harness::Progress& progress) {
-  switch (progress.event) {
-    case harness::ProgressEvent::PhaseStarted:
-      fmt::print(stderr, "faultline isolate: {} ...\n", progress.phase);
-      return;
-    case harness::ProgressEvent::Skipped:
-      fmt::print(stderr, "faultline isolate: {}\n", progress.note);
-      return;
-    case harness::ProgressEvent::TrialDone:
-      break;
-  }
-  fmt::print(stderr, "faultline isolate: {}: trial {} of ~{}: {}; {} trainer steps so far\n",
-             progress.phase, progress.trial, progress.expected_trials, progress.note,
-             progress.steps);
-}
-
-int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
+int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std::string& command) {
   if (args.config.empty() && args.run == 0)
     throw UserError("nothing to isolate", "-c/--run", "give a failing recipe (-c) or a stored run");
   if (args.jobs < 1)
@@ -120,21 +106,28 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
+  ProgressLine out(progress_style(args.context.quiet), command);
+  SearchProgress progress(out);
+  // Trials run side by side (--jobs) would draw over each other's live line.
+  if (args.jobs == 1) options.observer = &progress;
   harness::TrialRunner runner(store, launcher, options);
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
   harness::IsolateOptions isolate_options;
   isolate_options.trainer = options.trainer;
   isolate_options.work_dir = options.work_dir;
-  harness::Isolator isolator(store, cache, isolate_options, print_progress);
+  harness::Isolator isolator(store, cache, isolate_options, std::ref(progress));
   harness::IsolateResult result;
   try {
     result = isolator.run(request);
+    out.finish();
   } catch (const harness::Interrupted&) {
+    out.finish();
     fmt::print(stderr,
                "faultline isolate: interrupted; finished trials are stored, and running the "
                "same command again resumes without repeating them\n");
     return static_cast<int>(ExitCode::Infra);
   } catch (const harness::InfraError& error) {
+    out.finish();
     fmt::print(stderr, "faultline isolate: infrastructure error: {}\n", error.what());
     return static_cast<int>(ExitCode::Infra);
   }
@@ -152,6 +145,8 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
     fmt::print("{}\n", finding_document(*finding).dump());
   else
     print_finding(*finding);
+  if (!args.context.json)
+    fmt::print("next: faultline report F{0} --html f{0}.html\n", result.finding_id);
   return static_cast<int>(ExitCode::Ok);
 }
 
@@ -182,7 +177,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
   add_search_options(*isolate, *isolate_args, true);
   isolate->callback([isolate_args, isolate, &exit_code] {
     isolate_args->option_names = option_names(*isolate);
-    exit_code = run_isolate(*isolate_args, harness::IsolateScope::All);
+    exit_code = run_isolate(*isolate_args, harness::IsolateScope::All, "isolate");
   });
 
   auto* bisect = app.add_subcommand("bisect", "one search axis alone");
@@ -198,7 +193,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
     add_search_options(*axis, *args, scope == harness::IsolateScope::Config);
     axis->callback([args, axis, scope = scope, &exit_code] {
       args->option_names = option_names(*axis);
-      exit_code = run_isolate(*args, scope);
+      exit_code = run_isolate(*args, scope, std::string("bisect ") + axis->get_name());
     });
   }
   add_finding_commands(app, exit_code);

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/bisect_commits_command.hpp"
+#include "cli/browse_commands.hpp"
 #include "cli/data_command.hpp"
 #include "cli/error_output.hpp"
 #include "cli/import_command.hpp"
@@ -28,10 +29,13 @@ int main(int argc, char** argv) {
   add_context_options(app);
   add_data_commands(app, exit_code);
   add_run_commands(app, exit_code);
+  add_runs_commands(app);
   add_import_command(app, exit_code);
   add_reference_commands(app, exit_code);
   auto* bisect = add_isolate_commands(app, exit_code);
   add_bisect_commits_command(*bisect, exit_code);
+  add_export_commands(app);
+  add_gc_command(app);
   app.require_subcommand(0, 1);
 
   // 2. Parse and run, 3. report: user errors are caught here and nowhere else. With --json a

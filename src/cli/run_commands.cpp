@@ -9,10 +9,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cli/finding_report.hpp"
 #include "cli/reference_command.hpp"
 #include "cli/run_context.hpp"
-#include "cli/train_progress.hpp"
+#include "cli/progress.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
 #include "harness/contract/recipe.hpp"
@@ -25,6 +24,10 @@
 #include "trainer/train_config.hpp"
 
 namespace faultline::cli {
+
+nlohmann::json finite_or_null(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json();
+}
 
 namespace {
 
@@ -47,10 +50,6 @@ struct SmokeArgs {
   std::string reference;           // a stored reference's name: rungs also judged against it
   std::vector<std::string> option_names;
 };
-
-json maybe(const std::optional<double>& value) {
-  return value && std::isfinite(*value) ? json(*value) : json();
-}
 
 ExitCode exit_for(harness::Verdict verdict) {
   switch (verdict) {
@@ -79,6 +78,11 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   fmt::print("  output: {}\n", outcome.out_dir);
 }
 
+// What to run after a failed run: the search that finds where it broke.
+void print_next_isolate(int64_t run_id) {
+  fmt::print("next: faultline isolate --run {}\n", run_id);
+}
+
 int run_train(const TrainArgs& args) {
   const std::string config = resolve_train_recipe(args.config);
   auto recipe = harness::contract::load_recipe(config, args.overrides, args.option_names);
@@ -90,26 +94,28 @@ int run_train(const TrainArgs& args) {
   spec.parent = "train";
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
-  TrainProgress progress(progress_style(args.context.quiet));
+  ProgressLine out(progress_style(args.context.quiet), "train");
+  TrialProgress progress(out, StepLines::EveryTenth);
   auto options = runner_options(args.context);
   options.observer = &progress;
   harness::TrialRunner runner(store, launcher, options);
   auto outcome = runner.run(spec);
-  progress.finish();
+  out.finish();
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", outcome.run_id},
                             {"verdict", harness::to_string(outcome.verdict)},
                             {"failures", failures_json(outcome.failures)},
                             {"ranks", spec.ranks},
                             {"steps", outcome.last_step},
-                            {"first_loss", maybe(outcome.first_loss)},
-                            {"last_loss", maybe(outcome.last_loss)},
+                            {"first_loss", finite_or_null(outcome.first_loss)},
+                            {"last_loss", finite_or_null(outcome.last_loss)},
                             {"tokens_per_s", outcome.tokens_per_s},
                             {"malformed", outcome.malformed},
                             {"interrupted", outcome.interrupted}}
                            .dump());
   } else {
     print_outcome(outcome, spec);
+    if (outcome.verdict == harness::Verdict::Fail) print_next_isolate(outcome.run_id);
   }
   return static_cast<int>(outcome.interrupted ? ExitCode::Infra : exit_for(outcome.verdict));
 }
@@ -124,6 +130,9 @@ int run_smoke(const SmokeArgs& args) {
   harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
   if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
+  ProgressLine out(progress_style(args.context.quiet), "smoke");
+  TrialProgress progress(out, StepLines::None);
+  options.observer = &progress;
   harness::TrialRunner runner(store, launcher, options);
 
   // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
@@ -135,6 +144,7 @@ int run_smoke(const SmokeArgs& args) {
         trainer_contract.skipped("data fractions", harness::contract::Capability::DataFraction));
   json rungs_json = json::array();
   harness::Verdict gate = harness::Verdict::Pass;
+  int64_t failing_run = 0;
   for (size_t i = 0; i < rungs.size(); ++i) {
     const auto& rung = rungs[i];
     harness::TrialSpec spec;
@@ -145,12 +155,13 @@ int run_smoke(const SmokeArgs& args) {
     const double fraction = fractions ? rung.rung.data_fraction : 1.0;
     spec.data_fraction = fractions ? fraction : 0;
     spec.parent = "smoke";
-    fmt::print(stderr,
-               "faultline smoke: rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...\n",
-               i + 1, rungs.size(), rung.rung.name, rung.ranks, rung.steps, fraction * 100);
+    out.line(fmt::format("rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...", i + 1,
+                         rungs.size(), rung.rung.name, rung.ranks, rung.steps, fraction * 100));
+    progress.set_prefix(fmt::format("rung {}/{}: ", i + 1, rungs.size()));
     auto outcome = runner.run(spec);
-    fmt::print(stderr, "faultline smoke: rung {}/{}: {} (run {}, {:.1f} s)\n", i + 1, rungs.size(),
-               harness::to_string(outcome.verdict), outcome.run_id, outcome.wall_s);
+    out.line(fmt::format("rung {}/{}: {} (run {}, {:.1f} s)", i + 1, rungs.size(),
+                         harness::to_string(outcome.verdict), outcome.run_id, outcome.wall_s));
+    if (outcome.verdict == harness::Verdict::Fail) failing_run = outcome.run_id;
     rungs_json.push_back({{"name", rung.rung.name},
                           {"ranks", rung.ranks},
                           {"steps", rung.steps},
@@ -172,33 +183,8 @@ int run_smoke(const SmokeArgs& args) {
     fmt::print("{}\n", json{{"verdict", verdict}, {"rungs", rungs_json}}.dump());
   else
     fmt::print("smoke gate: {}\n", verdict);
+  if (!args.context.json && failing_run > 0) print_next_isolate(failing_run);
   return static_cast<int>(exit_for(gate));
-}
-
-json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
-  json failures = json::array();
-  for (const auto& f : run.failures)
-    failures.push_back({{"kind", f.kind},
-                        {"step", f.step < 0 ? json() : json(f.step)},
-                        {"rank", f.rank < 0 ? json() : json(f.rank)},
-                        {"detail", f.detail}});
-  return {{"run_id", run.id},
-          {"status", store::to_string(run.status)},
-          {"verdict", run.verdict},
-          {"config_path", run.config_path},
-          {"config_hash", run.config_hash},
-          {"ranks", run.ranks},
-          {"steps", run.steps},
-          {"data_fraction", run.data_fraction},
-          {"started_at", run.started_at},
-          {"ended_at", run.ended_at},
-          {"parent", run.parent},
-          {"failures", failures},
-          {"malformed", run.malformed},
-          {"steps_stored", summary.steps},
-          {"first_loss", maybe(summary.first_loss)},
-          {"last_loss", maybe(summary.last_loss)},
-          {"tokens_per_s", summary.tokens_per_s}};
 }
 
 }  // namespace
@@ -237,58 +223,6 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   smoke->callback([smoke_args, smoke, &exit_code] {
     smoke_args->option_names = option_names(*smoke);
     exit_code = run_smoke(*smoke_args);
-  });
-
-  RunContextOptions* runs_args = &shared_context();
-  auto limit = std::make_shared<int>(20);
-  auto* runs = app.add_subcommand("runs", "stored runs, newest first");
-  add_store_options(*runs);
-  runs->add_option("-n,--limit", *limit, "how many");
-  runs->callback([runs_args, limit] {
-    auto store = store::Store::open(resolve_db_path(runs_args->db));
-    json out = json::array();
-    for (const auto& run : store.list_runs(*limit)) {
-      auto summary = store.summarize(run.id);
-      if (runs_args->json) {
-        out.push_back(run_json(run, summary));
-        continue;
-      }
-      fmt::print("{:>5}  {:<11} {:<11} {:>2} rank(s) {:>6} steps  {}  {}\n", run.id,
-                 store::to_string(run.status), run.verdict.empty() ? "-" : run.verdict, run.ranks,
-                 summary.steps, run.started_at, run.config_path);
-    }
-    if (runs_args->json) fmt::print("{}\n", json{{"runs", out}}.dump());
-  });
-
-  RunContextOptions* show_args = &shared_context();
-  auto reference = std::make_shared<std::string>();
-  auto* show = app.add_subcommand("show", "one stored run (an id) or finding (F<id>)");
-  show->add_option("ID", *reference, "run id, or finding id such as F3")->required();
-  add_store_options(*show);
-  show->callback([show_args, reference] {
-    if (finding_reference(*reference)) {
-      show_finding(show_args->db, *reference, show_args->json);
-      return;
-    }
-    int64_t run_id = 0;
-    try {
-      run_id = std::stoll(*reference);
-    } catch (const std::exception&) {
-      throw UserError("'" + *reference + "' is neither a run nor a finding", "ID",
-                      "give a run id (see `faultline runs`) or F<id> (see `faultline findings`)");
-    }
-    auto store = store::Store::open(resolve_db_path(show_args->db));
-    auto run = store.get_run(run_id);
-    if (!run)
-      throw UserError("no run " + std::to_string(run_id), resolve_db_path(show_args->db),
-                      "see `faultline runs`");
-    auto doc = run_json(*run, store.summarize(run->id));
-    if (show_args->json) {
-      doc["config"] = run->config;
-      fmt::print("{}\n", doc.dump());
-      return;
-    }
-    fmt::print("{}\n", doc.dump(2));
   });
 }
 

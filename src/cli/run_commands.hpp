@@ -1,8 +1,9 @@
-// `faultline train`, `faultline smoke`, `faultline runs`, `faultline show`: supervised trainer
-// runs stored in SQLite, and the golden-rule smoke gate.
+// `faultline train`, `faultline smoke`: supervised trainer runs stored in SQLite, and the
+// golden-rule smoke gate; what the commands that print runs share.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "probes/detectors/failure.hpp"
@@ -31,6 +32,9 @@ enum class ExitCode : int {
 nlohmann::json failures_json(const std::vector<detectors::Failure>& failures);
 void print_failures(const std::vector<detectors::Failure>& failures);
 void print_malformed(const std::vector<store::RankMalformed>& malformed);
+
+// A loss as --json prints it: null when absent or not finite.
+nlohmann::json finite_or_null(const std::optional<double>& value);
 
 // Registers the commands; the one that runs stores its exit code in `exit_code`.
 void add_run_commands(CLI::App& app, int& exit_code);

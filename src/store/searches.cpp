@@ -34,14 +34,8 @@ FindingInfo read_finding(const Statement& row) {
 
 constexpr const char* kSearchColumns = "id, kind, state, status, created_at, updated_at";
 constexpr const char* kFindingColumns = "id, kind, fields, repro, search_id, created_at";
-}  // namespace
 
-std::optional<StoredTrial> Store::find_trial(const std::string& spec_hash) const {
-  Statement query(db_, path_,
-                  "SELECT id, spec_hash, spec, outcome, run_id, created_at FROM trials "
-                  "WHERE spec_hash = ?");
-  query.bind(1, spec_hash);
-  if (!query.step()) return std::nullopt;
+StoredTrial read_trial(const Statement& query) {
   StoredTrial trial;
   trial.id = query.int64(0);
   trial.spec_hash = query.text(1);
@@ -50,6 +44,23 @@ std::optional<StoredTrial> Store::find_trial(const std::string& spec_hash) const
   trial.run_id = query.opt_int64(4);
   trial.created_at = query.text(5);
   return trial;
+}
+
+constexpr const char* kTrialColumns = "SELECT id, spec_hash, spec, outcome, run_id, created_at FROM trials ";
+}  // namespace
+
+std::optional<StoredTrial> Store::find_trial(const std::string& spec_hash) const {
+  Statement query(db_, path_, std::string(kTrialColumns) + "WHERE spec_hash = ?");
+  query.bind(1, spec_hash);
+  if (!query.step()) return std::nullopt;
+  return read_trial(query);
+}
+
+std::optional<StoredTrial> Store::trial_of_run(int64_t run_id) const {
+  Statement query(db_, path_, std::string(kTrialColumns) + "WHERE run_id = ? ORDER BY id DESC");
+  query.bind(1, run_id);
+  if (!query.step()) return std::nullopt;
+  return read_trial(query);
 }
 
 void Store::put_trial(const std::string& spec_hash, const std::string& spec_json,

@@ -168,6 +168,7 @@ class Store {
 
   // Trial cache. put_trial inserts, or replaces the outcome and run of the same spec_hash.
   std::optional<StoredTrial> find_trial(const std::string& spec_hash) const;
+  std::optional<StoredTrial> trial_of_run(int64_t run_id) const;  // the cached trial that ran it
   void put_trial(const std::string& spec_hash, const std::string& spec_json,
                  const std::optional<std::string>& outcome_json, std::optional<int64_t> run_id);
 

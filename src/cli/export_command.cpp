@@ -1,0 +1,162 @@
+// `faultline export RUN|F<id>` (a run's records, or a finding's evidence run's, as CSV or JSON
+// Lines) and `faultline diff RUN RUN` (config keys and the first differing step record).
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/browse_commands.hpp"
+#include "cli/finding_report.hpp"
+#include "cli/run_context.hpp"
+#include "common/error.hpp"
+#include "harness/browse/export.hpp"
+#include "harness/browse/run_diff.hpp"
+#include "harness/browse/run_list.hpp"
+
+namespace faultline::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct ExportArgs {
+  RunContextOptions& context = shared_context();
+  std::string id, format = "csv", what = "metrics", output;
+};
+
+template <typename Enum>
+Enum parse_choice(const std::optional<Enum>& parsed, const std::string& given, const char* option,
+                  const std::vector<std::string>& names) {
+  if (!parsed)
+    throw UserError(fmt::format("unknown {} value '{}'", option, given), option,
+                    fmt::format("give one of: {}", fmt::join(names, ", ")));
+  return *parsed;
+}
+
+// The runs a finding's search ran: those started between the search's start and the finding.
+std::vector<store::RunInfo> finding_runs(const store::Store& store,
+                                         const store::FindingInfo& finding) {
+  std::string from = finding.created_at;
+  if (finding.search_id)
+    if (auto search = store.get_search(*finding.search_id)) from = search->created_at;
+  std::vector<store::RunInfo> runs;
+  for (const auto& run : store.list_runs(-1))
+    if (run.started_at >= from && run.started_at <= finding.created_at) runs.push_back(run);
+  std::reverse(runs.begin(), runs.end());  // oldest first
+  return runs;
+}
+
+void write_export(const store::Store& store, const ExportArgs& args, std::ostream& out) {
+  const auto format = parse_choice(harness::export_format_from_string(args.format), args.format,
+                                   "--format", harness::export_format_names());
+  const auto what = parse_choice(harness::export_what_from_string(args.what), args.what, "--what",
+                                 harness::export_what_names());
+  std::vector<store::RunInfo> runs;
+  int64_t records_of = 0;  // the run whose records a finding's metrics and events are
+  if (auto finding_id = finding_reference(args.id)) {
+    const auto finding = store.get_finding(*finding_id);
+    if (!finding)
+      throw UserError("no finding " + args.id, store.path(), "see `faultline findings`");
+    records_of = json::parse(finding->fields_json).value("evidence_run", int64_t{0});
+    if (what == harness::ExportWhat::Trials) runs = finding_runs(store, *finding);
+  } else {
+    runs.push_back(load_run(store, args.id));
+    records_of = runs.front().id;
+  }
+  switch (what) {
+    case harness::ExportWhat::Metrics:
+      harness::write_metrics(out, format, records_of, store.steps(records_of));
+      return;
+    case harness::ExportWhat::Events:
+      harness::write_events(out, format, records_of, store.events(records_of),
+                            store.anomalies(records_of));
+      return;
+    case harness::ExportWhat::Trials: {
+      std::vector<harness::TrialRow> rows;
+      for (const auto& run : runs) {
+        const auto summary = store.summarize(run.id);
+        rows.push_back({run, summary.ranks > 0 ? summary.steps / summary.ranks : 0,
+                        store.trial_of_run(run.id)});
+      }
+      harness::write_trials(out, format, rows);
+      return;
+    }
+  }
+}
+
+void run_export(const ExportArgs& args) {
+  auto store = store::Store::open(resolve_db_path(args.context.db));
+  if (args.output.empty()) {
+    write_export(store, args, std::cout);
+    return;
+  }
+  std::ofstream file(args.output);
+  if (!file)
+    throw UserError("cannot write " + args.output, "-o", "give a file in a folder that exists");
+  write_export(store, args, file);
+}
+
+void run_diff(const RunContextOptions& context, const std::string& a_id, const std::string& b_id) {
+  auto store = store::Store::open(resolve_db_path(context.db));
+  const auto a = load_run(store, a_id), b = load_run(store, b_id);
+  const auto changes = harness::config_changes(a.config, b.config);
+  const auto difference = harness::first_difference(store.steps(a.id), store.steps(b.id));
+  if (context.json) {
+    json keys = json::array();
+    for (const auto& change : changes)
+      keys.push_back({{"key", change.key},
+                      {"a", change.a ? json(*change.a) : json()},
+                      {"b", change.b ? json(*change.b) : json()}});
+    json first = difference ? json{{"step", difference->step},
+                                   {"rank", difference->rank},
+                                   {"field", difference->field},
+                                   {"a", difference->a},
+                                   {"b", difference->b}}
+                            : json();
+    fmt::print("{}\n", json{{"a", a.id}, {"b", b.id}, {"config", keys}, {"first_difference", first}}
+                           .dump());
+    return;
+  }
+  fmt::print("run {} -> run {}\n", a.id, b.id);
+  if (changes.empty()) fmt::print("  config:   the same ({})\n", a.config_hash);
+  for (const auto& change : changes)
+    fmt::print("  config:   {}: {} -> {}\n", change.key, change.a.value_or("(absent)"),
+               change.b.value_or("(absent)"));
+  if (!difference) {
+    fmt::print("  records:  every step record the same ({} compared)\n", store.summarize(a.id).steps);
+    return;
+  }
+  fmt::print("  records:  first differ at step {} rank {}: {} {} -> {}\n", difference->step,
+             difference->rank, difference->field, difference->a, difference->b);
+}
+
+}  // namespace
+
+void add_export_commands(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* command = app.add_subcommand(
+      "export", "a run's (or a finding's) stored records as CSV or JSON Lines, one row per step "
+                "and rank");
+  command->add_option("ID", args->id, "run id, or finding id such as F3")->required();
+  command->add_option("--format", args->format, "csv (default) or jsonl");
+  command->add_option("--what", args->what,
+                      "metrics (default: step records), trials (a finding's search), or events");
+  command->add_option("-o,--output", args->output, "write to this file (default: stdout)");
+  add_store_options(*command);
+  command->callback([args] { run_export(*args); });
+
+  RunContextOptions* diff_args = &shared_context();
+  auto ids = std::make_shared<std::vector<std::string>>();
+  auto* diff = app.add_subcommand(
+      "diff", "two stored runs: their config keys, and the first step record that differs");
+  diff->add_option("RUNS", *ids, "two run ids")->required()->expected(2);
+  add_store_options(*diff);
+  diff->callback([diff_args, ids] { run_diff(*diff_args, ids->at(0), ids->at(1)); });
+}
+
+}  // namespace faultline::cli

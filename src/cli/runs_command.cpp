@@ -1,0 +1,240 @@
+// `faultline runs` (a table of stored runs, filtered, search trials hidden unless --all) and
+// `faultline show RUN` (one run laid out as `show F<id>` lays out a finding; --json the document).
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/browse_commands.hpp"
+#include "cli/finding_report.hpp"
+#include "cli/run_commands.hpp"
+#include "cli/run_context.hpp"
+#include "common/duration.hpp"
+#include "common/error.hpp"
+#include "harness/browse/export.hpp"
+#include "harness/browse/gc.hpp"
+#include "harness/browse/run_list.hpp"
+#include "harness/trial/trial_cache.hpp"
+
+namespace faultline::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct RunsArgs {
+  RunContextOptions& context = shared_context();
+  int limit = 20;
+  bool failed = false, all = false;
+  std::string recipe, since;
+};
+
+int64_t steps_run(const store::MetricsSummary& summary) {
+  return summary.ranks > 0 ? summary.steps / summary.ranks : 0;
+}
+
+std::optional<double> duration_of(const store::RunInfo& run) {
+  return seconds_between(run.started_at, run.ended_at);
+}
+
+std::string first_failure(const store::RunInfo& run) {
+  if (run.failures.empty()) return "-";
+  const auto& f = run.failures.front();
+  return f.step < 0 ? f.kind : fmt::format("{}@{}", f.kind, f.step);
+}
+
+std::string loss_text(const std::optional<double>& loss) {
+  return loss ? fmt::format("{:.4f}", *loss) : "-";
+}
+
+json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
+  json failures = json::array();
+  for (const auto& f : run.failures)
+    failures.push_back({{"kind", f.kind},
+                        {"step", f.step < 0 ? json() : json(f.step)},
+                        {"rank", f.rank < 0 ? json() : json(f.rank)},
+                        {"detail", f.detail}});
+  const auto seconds = duration_of(run);
+  return {{"run_id", run.id},
+          {"status", store::to_string(run.status)},
+          {"verdict", run.verdict},
+          {"origin", harness::to_string(harness::origin_of(run.parent))},
+          {"config_path", run.config_path},
+          {"config_hash", run.config_hash},
+          {"ranks", run.ranks},
+          {"steps", run.steps},
+          {"data_fraction", run.data_fraction},
+          {"started_at", run.started_at},
+          {"ended_at", run.ended_at},
+          {"duration_s", seconds ? json(*seconds) : json()},
+          {"parent", run.parent},
+          {"failures", failures},
+          {"malformed", run.malformed},
+          {"steps_stored", summary.steps},
+          {"steps_run", steps_run(summary)},
+          {"first_loss", finite_or_null(summary.first_loss)},
+          {"last_loss", finite_or_null(summary.last_loss)},
+          {"tokens_per_s", summary.tokens_per_s}};
+}
+
+harness::RunFilter filter_of(const RunsArgs& args) {
+  harness::RunFilter filter;
+  filter.verdicts = args.failed ? harness::VerdictsShown::FailedOnly : harness::VerdictsShown::All;
+  filter.trials = args.all ? harness::TrialsShown::Shown : harness::TrialsShown::Hidden;
+  filter.recipe = args.recipe;
+  if (!args.since.empty()) {
+    filter.since = point_in_time(args.since, Clock::now());
+    if (!filter.since)
+      throw UserError("'" + args.since + "' is neither a date nor a duration", "--since",
+                      "give a date such as 2026-12-01 (UTC) or a duration back from now: 90s, "
+                      "30m, 12h, 3d, 2w");
+  }
+  if (args.limit < 1)
+    throw UserError("--limit " + std::to_string(args.limit) + " is out of range", "--limit",
+                    "give at least 1");
+  return filter;
+}
+
+void list_runs(const RunsArgs& args) {
+  const auto filter = filter_of(args);
+  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto with_trials = filter;
+  with_trials.trials = harness::TrialsShown::Shown;
+  json out = json::array();
+  int shown = 0, hidden = 0;
+  for (const auto& run : store.list_runs(-1)) {
+    if (!harness::matches(run, filter)) {
+      hidden += harness::matches(run, with_trials);
+      continue;
+    }
+    if (shown == args.limit) continue;
+    ++shown;
+    const auto summary = store.summarize(run.id);
+    if (args.context.json) {
+      out.push_back(run_json(run, summary));
+      continue;
+    }
+    if (shown == 1)
+      fmt::print("{:>5}  {:<6} {:<11} {:>5} {:>6}  {:>8}  {:>9}  {:<18} {:<24} {}\n", "RUN",
+                 "ORIGIN", "VERDICT", "RANKS", "STEPS", "TIME", "LAST LOSS", "FIRST FAILURE",
+                 "STARTED", "RECIPE");
+    const auto seconds = duration_of(run);
+    fmt::print("{:>5}  {:<6} {:<11} {:>5} {:>6}  {:>8}  {:>9}  {:<18} {:<24} {}\n", run.id,
+               harness::to_string(harness::origin_of(run.parent)),
+               run.verdict.empty() ? store::to_string(run.status) : run.verdict, run.ranks,
+               steps_run(summary), seconds ? format_seconds(*seconds) : "-",
+               loss_text(summary.last_loss), first_failure(run), run.started_at,
+               harness::recipe_name(run.config_path));
+  }
+  if (args.context.json) {
+    fmt::print("{}\n", json{{"runs", out}}.dump());
+    return;
+  }
+  if (shown == 0) fmt::print("no stored runs match\n");
+  if (hidden > 0)
+    fmt::print("({} search trial(s) hidden; --all shows them)\n", hidden);
+}
+
+// The --set assignments of a run's command line (the bundled trainer's), a key once with the
+// value that won (the trial's scale repeats dist.ranks); "" for none.
+std::string overrides_of(const std::vector<std::string>& argv) {
+  std::vector<std::string> sets;
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--set") continue;
+    const std::string& assignment = argv[i + 1];
+    const std::string key = assignment.substr(0, assignment.find('='));
+    sets.erase(std::remove_if(sets.begin(), sets.end(),
+                              [&](const std::string& s) { return s.substr(0, s.find('=')) == key; }),
+               sets.end());
+    sets.push_back(assignment);
+  }
+  return fmt::format("{}", fmt::join(sets, " "));
+}
+
+void print_run(const store::Store& store, const store::RunInfo& run) {
+  const auto summary = store.summarize(run.id);
+  const auto seconds = duration_of(run);
+  const auto argv = json::parse(run.argv_json, nullptr, false);
+  const auto words = argv.is_array() ? argv.get<std::vector<std::string>>() : std::vector<std::string>{};
+  fmt::print("run {}: {} ({}, {} rank(s), {} of {} steps, {})\n", run.id,
+             run.verdict.empty() ? store::to_string(run.status) : run.verdict,
+             harness::to_string(harness::origin_of(run.parent)), run.ranks, steps_run(summary),
+             run.steps, seconds ? format_seconds(*seconds) : "still running");
+  fmt::print("  recipe:   {} (config {})\n", run.config_path, run.config_hash);
+  const std::string overrides = overrides_of(words);
+  fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);
+  const std::string dir = harness::run_directory(run, store.events(run.id));
+  fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir,
+             !dir.empty() && !std::filesystem::exists(dir) ? " (removed)" : "");
+  fmt::print("  started:  {}{}\n", run.started_at,
+             run.ended_at.empty() ? "" : ", ended " + run.ended_at);
+  fmt::print("  loss:     {} -> {} ({} step records)\n", loss_text(summary.first_loss),
+             loss_text(summary.last_loss), summary.steps);
+  if (run.failures.empty()) fmt::print("  failures: none\n");
+  for (const auto& f : run.failures)
+    fmt::print("  failure:  {} at step {} rank {}: {}\n", f.kind,
+               f.step < 0 ? std::string("-") : std::to_string(f.step),
+               f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
+  print_malformed(run.malformed);
+  fmt::print("  command:  {}\n", fmt::join(words, " "));
+  if (run.verdict == "fail") fmt::print("  next:     faultline isolate --run {}\n", run.id);
+}
+
+}  // namespace
+
+store::RunInfo load_run(const store::Store& store, const std::string& given) {
+  int64_t run_id = 0;
+  size_t used = 0;
+  try {
+    run_id = std::stoll(given, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != given.size())
+    throw UserError("'" + given + "' is not a run id", "RUN", "give a run id (see `faultline runs`)");
+  auto run = store.get_run(run_id);
+  if (!run) throw UserError("no run " + given, store.path(), "see `faultline runs --all`");
+  return *run;
+}
+
+void add_runs_commands(CLI::App& app) {
+  auto args = std::make_shared<RunsArgs>();
+  auto* runs = app.add_subcommand("runs", "stored runs, newest first (search trials with --all)");
+  add_store_options(*runs);
+  runs->add_option("-n,--limit", args->limit, "how many (default 20)");
+  runs->add_flag("--failed", args->failed, "only runs that failed (verdict fail or infra_error)");
+  runs->add_option("--recipe", args->recipe, "only runs of this recipe (a name such as tiny, or a path)");
+  runs->add_option("--since", args->since,
+                   "only runs started since a date (2026-12-01) or a duration back (12h, 3d)");
+  runs->add_flag("--all", args->all, "also the trials isolate and bisect ran");
+  runs->callback([args] { list_runs(*args); });
+
+  RunContextOptions* show_args = &shared_context();
+  auto reference = std::make_shared<std::string>();
+  auto* show = app.add_subcommand("show", "one stored run (an id) or finding (F<id>)");
+  show->add_option("ID", *reference, "run id, or finding id such as F3")->required();
+  add_store_options(*show);
+  show->callback([show_args, reference] {
+    if (finding_reference(*reference)) {
+      show_finding(show_args->db, *reference, show_args->json);
+      return;
+    }
+    auto store = store::Store::open(resolve_db_path(show_args->db));
+    const auto run = load_run(store, *reference);
+    if (!show_args->json) {
+      print_run(store, run);
+      return;
+    }
+    auto doc = run_json(run, store.summarize(run.id));
+    doc["config"] = run.config;
+    doc["argv"] = json::parse(run.argv_json, nullptr, false);
+    doc["run_dir"] = harness::run_directory(run, store.events(run.id));
+    fmt::print("{}\n", doc.dump());
+  });
+}
+
+}  // namespace faultline::cli

@@ -1,0 +1,103 @@
+// Tests for harness/browse/export.cpp: numbers as CSV holds them (NaN and infinities spelled
+// out), quoting, one row per step record with absent values left empty, JSON Lines alike.
+#include "harness/browse/export.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/text.hpp"
+
+namespace faultline::harness {
+namespace {
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+StepRecord step(int rank, int64_t number, double loss) {
+  StepRecord record;
+  record.rank = rank;
+  record.step = number;
+  record.loss = loss;
+  record.grad_norm = 1.5;
+  record.lr = 1e-3;
+  record.step_ms = 2.25;
+  record.tokens = 128;
+  record.mem_bytes = 4096;
+  return record;
+}
+
+TEST(Export, NumbersReadBackToTheSameDoubleAndNonFiniteOnesAreSpelledOut) {
+  EXPECT_EQ(csv_number(kNan), "nan");
+  EXPECT_EQ(csv_number(kInf), "inf");
+  EXPECT_EQ(csv_number(-kInf), "-inf");
+  EXPECT_EQ(csv_number(0.1), "0.1");
+  EXPECT_EQ(csv_number(2), "2");
+  const double awkward = 2.5872883796691895;
+  EXPECT_EQ(std::stod(csv_number(awkward)), awkward);
+}
+
+TEST(Export, FieldsWithCommasQuotesOrLineBreaksAreQuoted) {
+  EXPECT_EQ(csv_field("plain"), "plain");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field(R"({"k":"v"})"), R"("{""k"":""v""}")");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+}
+
+TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
+  auto nan_step = step(1, 2, kNan);
+  nan_step.has_lr = false;
+  nan_step.param_norm = 3.0;
+  std::ostringstream out;
+  write_metrics(out, ExportFormat::Csv, 7, {step(0, 1, 4.25), step(0, 2, 4.0), step(1, 1, 4.25), nan_step});
+  const auto lines = split(out.str(), '\n');
+  ASSERT_EQ(lines.size(), 6u);  // header, four rows, the empty text after the last line break
+  EXPECT_EQ(lines[0].rfind("run_id,rank,step,t,loss,grad_norm,lr,", 0), 0u);
+  EXPECT_EQ(lines[1], "7,0,1,0,4.25,1.5,0.001,2.25,0,0,128,4096,,,,,");
+  EXPECT_EQ(lines[4], "7,1,2,0,nan,1.5,,2.25,0,0,128,4096,,3,,,");
+  EXPECT_EQ(split(lines[0], ',').size(), split(lines[4], ',').size());
+}
+
+TEST(Export, MetricsJsonLinesSpellNanAsTheProtocolDoesAndAbsentAsNull) {
+  auto record = step(0, 3, kNan);
+  record.has_grad_norm = false;
+  std::ostringstream out;
+  write_metrics(out, ExportFormat::Jsonl, 2, {record});
+  const auto doc = nlohmann::json::parse(split(out.str(), '\n').front());
+  EXPECT_EQ(doc.at("loss"), "nan");
+  EXPECT_TRUE(doc.at("grad_norm").is_null());
+  EXPECT_EQ(doc.at("lr"), 1e-3);
+  EXPECT_EQ(doc.at("run_id"), 2);
+  EXPECT_EQ(doc.at("step"), 3);
+}
+
+TEST(Export, EventsKeepTheirRecordAndAnomaliesComeAfter) {
+  EventRecord event{0, 0.5, "checkpoint", 4, R"({"name":"checkpoint","path":"a,b"})"};
+  AnomalyRecord anomaly;
+  anomaly.step = 9;
+  anomaly.kind = "nonfinite";
+  anomaly.json = R"({"kind":"nonfinite"})";
+  std::ostringstream csv, jsonl;
+  write_events(csv, ExportFormat::Csv, 3, {event}, {anomaly});
+  write_events(jsonl, ExportFormat::Jsonl, 3, {event}, {anomaly});
+  const auto rows = split(csv.str(), '\n');
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1], R"(3,event,0,0.5,4,checkpoint,"{""name"":""checkpoint"",""path"":""a,b""}")");
+  EXPECT_EQ(rows[2].rfind("3,anomaly,0,0,9,nonfinite,", 0), 0u);
+  const auto first = nlohmann::json::parse(split(jsonl.str(), '\n').front());
+  EXPECT_EQ(first.at("record").at("path"), "a,b");
+}
+
+TEST(Export, FormatsAndWhatsHaveOneNameEach) {
+  for (const auto& name : export_format_names())
+    EXPECT_EQ(to_string(*export_format_from_string(name)), name);
+  for (const auto& name : export_what_names())
+    EXPECT_EQ(to_string(*export_what_from_string(name)), name);
+  EXPECT_FALSE(export_format_from_string("xml").has_value());
+  EXPECT_FALSE(export_what_from_string("CSV").has_value());
+}
+
+}  // namespace
+}  // namespace faultline::harness
