@@ -18,11 +18,13 @@ using nlohmann::json;
 
 constexpr std::pair<ExportFormat, const char*> kFormats[] = {{ExportFormat::Csv, "csv"},
                                                              {ExportFormat::Jsonl, "jsonl"}};
-constexpr std::pair<ExportWhat, const char*> kWhats[] = {
-    {ExportWhat::Metrics, "metrics"}, {ExportWhat::Trials, "trials"}, {ExportWhat::Events, "events"}};
+constexpr std::pair<ExportWhat, const char*> kWhats[] = {{ExportWhat::Metrics, "metrics"},
+                                                         {ExportWhat::Trials, "trials"},
+                                                         {ExportWhat::Events, "events"}};
 
 template <typename Enum, size_t N>
-std::optional<Enum> lookup(const std::pair<Enum, const char*> (&table)[N], const std::string& text) {
+std::optional<Enum> lookup(const std::pair<Enum, const char*> (&table)[N],
+                           const std::string& text) {
   for (const auto& [value, name] : table)
     if (text == name) return value;
   return std::nullopt;
@@ -43,7 +45,9 @@ std::vector<std::string> names_of(const std::pair<Enum, const char*> (&table)[N]
 }
 
 // JSON holds no NaN: the protocol's own spelling, as a string.
-json json_number(double value) { return std::isfinite(value) ? json(value) : json(csv_number(value)); }
+json json_number(double value) {
+  return std::isfinite(value) ? json(value) : json(csv_number(value));
+}
 
 template <typename T>
 std::string csv_optional(const std::optional<T>& value) {
@@ -115,16 +119,24 @@ json parsed_or_text(const std::string& text) {
 
 }  // namespace
 
-const char* to_string(ExportFormat format) { return name_of(kFormats, format); }
-const char* to_string(ExportWhat what) { return name_of(kWhats, what); }
+const char* to_string(ExportFormat format) {
+  return name_of(kFormats, format);
+}
+const char* to_string(ExportWhat what) {
+  return name_of(kWhats, what);
+}
 std::optional<ExportFormat> export_format_from_string(const std::string& text) {
   return lookup(kFormats, text);
 }
 std::optional<ExportWhat> export_what_from_string(const std::string& text) {
   return lookup(kWhats, text);
 }
-std::vector<std::string> export_format_names() { return names_of(kFormats); }
-std::vector<std::string> export_what_names() { return names_of(kWhats); }
+std::vector<std::string> export_format_names() {
+  return names_of(kFormats);
+}
+std::vector<std::string> export_what_names() {
+  return names_of(kWhats);
+}
 
 std::string csv_number(double value) {
   if (std::isnan(value)) return "nan";
@@ -167,9 +179,12 @@ void write_events(std::ostream& out, ExportFormat format, int64_t run_id,
       out << fmt::format("{},{},{},{},{},{},{}\n", run_id, row.type, row.rank, csv_number(row.t),
                          csv_optional(row.step), csv_field(row.name), csv_field(row.record));
     else
-      out << json{{"run_id", run_id},   {"type", row.type},
-                  {"rank", row.rank},   {"t", json_number(row.t)},
-                  {"step", json_optional(row.step)}, {"name", row.name},
+      out << json{{"run_id", run_id},
+                  {"type", row.type},
+                  {"rank", row.rank},
+                  {"t", json_number(row.t)},
+                  {"step", json_optional(row.step)},
+                  {"name", row.name},
                   {"record", parsed_or_text(row.record)}}
                  .dump()
           << '\n';

@@ -28,7 +28,8 @@ std::string normal(const fs::path& path) {
 }
 
 bool inside(const std::string& path, const std::string& dir) {
-  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         path[dir.size()] == '/';
 }
 
 // The prefix of `text` up to a path component "run-<id>" or "run-<id>.<k>", or "".
@@ -88,8 +89,9 @@ Needs needs_of(const store::Store& store) {
     const auto fields = json::parse(finding.fields_json, nullptr, false);
     if (!fields.is_object()) continue;
     const json evidence = fields.value("evidence", json::object());
-    for (const json& id : {fields.value("evidence_run", json()), evidence.value("failing_run", json()),
-                           evidence.value("run", json()), evidence.value("reference_run", json())})
+    for (const json& id :
+         {fields.value("evidence_run", json()), evidence.value("failing_run", json()),
+          evidence.value("run", json()), evidence.value("reference_run", json())})
       if (id.is_number_integer()) needs.runs.emplace(id.get<int64_t>(), finding.id);
   }
   return needs;
@@ -170,8 +172,7 @@ std::vector<std::string> apply_gc(const GcPlan& plan) {
       problems.push_back(item.path + ": " + error.message());
       continue;
     }
-    if (item.action == GcAction::RemoveCheckpoint)
-      pruned[item.run_dir].push_back(item.path);
+    if (item.action == GcAction::RemoveCheckpoint) pruned[item.run_dir].push_back(item.path);
   }
   for (const auto& [dir, paths] : pruned) {
     std::ofstream note(fs::path(dir) / kPrunedNote, std::ios::app);

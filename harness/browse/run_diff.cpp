@@ -14,7 +14,9 @@ namespace faultline::harness {
 
 namespace {
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 std::string text_of(const std::optional<double>& value) {
   return value ? csv_number(*value) : "-";
@@ -30,7 +32,9 @@ compared_fields() {
   static const std::vector<std::pair<const char*, Field>> fields = {
       {"loss", [](const StepRecord& r) { return std::optional<double>(r.loss); }},
       {"grad_norm",
-       [](const StepRecord& r) { return r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt; }},
+       [](const StepRecord& r) {
+         return r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
+       }},
       {"lr", [](const StepRecord& r) { return r.has_lr ? std::optional(r.lr) : std::nullopt; }},
       {"param_norm", [](const StepRecord& r) { return r.param_norm; }},
       {"update_ratio", [](const StepRecord& r) { return r.update_ratio; }},

@@ -42,7 +42,9 @@ std::string recipe_name(const std::string& config_path) {
 bool matches(const store::RunInfo& run, const RunFilter& filter) {
   if (filter.trials == TrialsShown::Hidden && origin_of(run.parent) == RunOrigin::SearchTrial)
     return false;
-  if (filter.verdicts == VerdictsShown::FailedOnly && run.verdict != "fail" && run.verdict != "infra_error") return false;
+  if (filter.verdicts == VerdictsShown::FailedOnly && run.verdict != "fail" &&
+      run.verdict != "infra_error")
+    return false;
   if (!filter.recipe.empty() && filter.recipe != run.config_path &&
       filter.recipe != recipe_name(run.config_path))
     return false;

@@ -23,7 +23,7 @@ enum class VerdictsShown { All, FailedOnly };  // FailedOnly: verdict fail or in
 
 struct RunFilter {
   VerdictsShown verdicts = VerdictsShown::All;
-  std::string recipe;                    // "" or a recipe name (file stem) or path
+  std::string recipe;                      // "" or a recipe name (file stem) or path
   std::optional<Clock::time_point> since;  // started at or after
   TrialsShown trials = TrialsShown::Hidden;
 };

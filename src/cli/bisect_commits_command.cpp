@@ -182,12 +182,12 @@ int run_commits(CommitsArgs& args) {
   harness::CommitBisectReport report;
   try {
     ProgressLine out(progress_style(args.context.quiet), "bisect commits");
-    report = harness::bisect_commits(
-        store, args.request,
-        [&out](const harness::CommitRun& run, int index, std::size_t candidates,
-               std::optional<std::size_t> left) {
-          print_progress(out, run, index, candidates, left);
-        });
+    report =
+        harness::bisect_commits(store, args.request,
+                                [&out](const harness::CommitRun& run, int index,
+                                       std::size_t candidates, std::optional<std::size_t> left) {
+                                  print_progress(out, run, index, candidates, left);
+                                });
   } catch (const harness::Interrupted&) {
     fmt::print(stderr,
                "faultline bisect commits: interrupted; finished verdicts are stored, and running "

@@ -118,8 +118,9 @@ void run_diff(const RunContextOptions& context, const std::string& a_id, const s
                                    {"a", difference->a},
                                    {"b", difference->b}}
                             : json();
-    fmt::print("{}\n", json{{"a", a.id}, {"b", b.id}, {"config", keys}, {"first_difference", first}}
-                           .dump());
+    fmt::print(
+        "{}\n",
+        json{{"a", a.id}, {"b", b.id}, {"config", keys}, {"first_difference", first}}.dump());
     return;
   }
   fmt::print("run {} -> run {}\n", a.id, b.id);
@@ -128,7 +129,8 @@ void run_diff(const RunContextOptions& context, const std::string& a_id, const s
     fmt::print("  config:   {}: {} -> {}\n", change.key, change.a.value_or("(absent)"),
                change.b.value_or("(absent)"));
   if (!difference) {
-    fmt::print("  records:  every step record the same ({} compared)\n", store.summarize(a.id).steps);
+    fmt::print("  records:  every step record the same ({} compared)\n",
+               store.summarize(a.id).steps);
     return;
   }
   fmt::print("  records:  first differ at step {} rank {}: {} {} -> {}\n", difference->step,
@@ -140,8 +142,9 @@ void run_diff(const RunContextOptions& context, const std::string& a_id, const s
 void add_export_commands(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   auto* command = app.add_subcommand(
-      "export", "a run's (or a finding's) stored records as CSV or JSON Lines, one row per step "
-                "and rank");
+      "export",
+      "a run's (or a finding's) stored records as CSV or JSON Lines, one row per step "
+      "and rank");
   command->add_option("ID", args->id, "run id, or finding id such as F3")->required();
   command->add_option("--format", args->format, "csv (default) or jsonl");
   command->add_option("--what", args->what,

@@ -32,7 +32,8 @@ const char* what_of(harness::GcAction action) {
 
 void run_gc(const GcArgs& args) {
   harness::GcOptions options;
-  options.keep = args.keep_findings ? harness::KeepFindings::Everything : harness::KeepFindings::Repro;
+  options.keep =
+      args.keep_findings ? harness::KeepFindings::Everything : harness::KeepFindings::Repro;
   if (!args.older_than.empty()) {
     options.older_than = point_in_time(args.older_than, Clock::now());
     if (!options.older_than)
@@ -53,7 +54,8 @@ void run_gc(const GcArgs& args) {
   }
   std::vector<std::string> problems;
   if (mode == GcRun::Remove) problems = harness::apply_gc(plan);
-  for (const auto& problem : problems) fmt::print(stderr, "faultline gc: could not remove {}\n", problem);
+  for (const auto& problem : problems)
+    fmt::print(stderr, "faultline gc: could not remove {}\n", problem);
   if (args.context.json) {
     json items = json::array();
     for (const auto& item : plan.items)
@@ -84,7 +86,8 @@ void add_gc_command(CLI::App& app) {
                "keep every file of the runs findings name as evidence, not only what repro needs");
   gc->add_option("--older-than", args->older_than,
                  "only runs that ended before: a duration back from now (7d) or a date");
-  gc->add_flag("--dry-run", args->dry_run, "list what would be removed and its size; remove nothing");
+  gc->add_flag("--dry-run", args->dry_run,
+               "list what would be removed and its size; remove nothing");
   add_store_options(*gc);
   gc->callback([args] { run_gc(*args); });
 }

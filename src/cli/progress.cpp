@@ -62,8 +62,8 @@ void TrialProgress::step(const StepRecord& record) {
       out_.line(line);
     return;
   }
-  out_.live(line, record.step == steps_ ? ProgressLine::Redraw::Now
-                                        : ProgressLine::Redraw::Throttled);
+  out_.live(line,
+            record.step == steps_ ? ProgressLine::Redraw::Now : ProgressLine::Redraw::Throttled);
 }
 
 std::string SearchProgress::status() const {
@@ -100,9 +100,9 @@ void SearchProgress::operator()(const harness::Progress& progress) {
 
 void SearchProgress::started(const harness::TrialStart& start) {
   trial_steps_ = start.steps;
-  out_.live(fmt::format("{}: trial {} of ~{}: run {} starting; {} trainer steps so far; {}",
-                        phase_, trials_done_ + 1, std::max(expected_, trials_done_ + 1),
-                        start.run_id, steps_done_, status()),
+  out_.live(fmt::format("{}: trial {} of ~{}: run {} starting; {} trainer steps so far; {}", phase_,
+                        trials_done_ + 1, std::max(expected_, trials_done_ + 1), start.run_id,
+                        steps_done_, status()),
             ProgressLine::Redraw::Now);
 }
 

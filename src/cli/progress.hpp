@@ -65,7 +65,8 @@ class TrialProgress : public harness::TrialObserver {
 // lines, and on a terminal the running trial's step with time spent and an estimate left.
 class SearchProgress : public harness::TrialObserver {
  public:
-  explicit SearchProgress(ProgressLine& out) : out_(out), begun_(std::chrono::steady_clock::now()) {}
+  explicit SearchProgress(ProgressLine& out)
+      : out_(out), begun_(std::chrono::steady_clock::now()) {}
   void operator()(const harness::Progress& progress);  // the Isolator's ProgressSink
   void started(const harness::TrialStart& start) override;
   void step(const StepRecord& record) override;

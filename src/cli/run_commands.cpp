@@ -9,9 +9,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/progress.hpp"
 #include "cli/reference_command.hpp"
 #include "cli/run_context.hpp"
-#include "cli/progress.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
 #include "harness/contract/recipe.hpp"

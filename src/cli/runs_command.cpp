@@ -135,8 +135,7 @@ void list_runs(const RunsArgs& args) {
     return;
   }
   if (shown == 0) fmt::print("no stored runs match\n");
-  if (hidden > 0)
-    fmt::print("({} search trial(s) hidden; --all shows them)\n", hidden);
+  if (hidden > 0) fmt::print("({} search trial(s) hidden; --all shows them)\n", hidden);
 }
 
 // The --set assignments of a run's command line (the bundled trainer's), a key once with the
@@ -147,9 +146,10 @@ std::string overrides_of(const std::vector<std::string>& argv) {
     if (argv[i] != "--set") continue;
     const std::string& assignment = argv[i + 1];
     const std::string key = assignment.substr(0, assignment.find('='));
-    sets.erase(std::remove_if(sets.begin(), sets.end(),
-                              [&](const std::string& s) { return s.substr(0, s.find('=')) == key; }),
-               sets.end());
+    sets.erase(
+        std::remove_if(sets.begin(), sets.end(),
+                       [&](const std::string& s) { return s.substr(0, s.find('=')) == key; }),
+        sets.end());
     sets.push_back(assignment);
   }
   return fmt::format("{}", fmt::join(sets, " "));
@@ -159,7 +159,8 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   const auto summary = store.summarize(run.id);
   const auto seconds = duration_of(run);
   const auto argv = json::parse(run.argv_json, nullptr, false);
-  const auto words = argv.is_array() ? argv.get<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto words =
+      argv.is_array() ? argv.get<std::vector<std::string>>() : std::vector<std::string>{};
   fmt::print("run {}: {} ({}, {} rank(s), {} of {} steps, {})\n", run.id,
              run.verdict.empty() ? store::to_string(run.status) : run.verdict,
              harness::to_string(harness::origin_of(run.parent)), run.ranks, steps_run(summary),
@@ -195,7 +196,8 @@ store::RunInfo load_run(const store::Store& store, const std::string& given) {
     used = 0;
   }
   if (used == 0 || used != given.size())
-    throw UserError("'" + given + "' is not a run id", "RUN", "give a run id (see `faultline runs`)");
+    throw UserError("'" + given + "' is not a run id", "RUN",
+                    "give a run id (see `faultline runs`)");
   auto run = store.get_run(run_id);
   if (!run) throw UserError("no run " + given, store.path(), "see `faultline runs --all`");
   return *run;
@@ -207,7 +209,8 @@ void add_runs_commands(CLI::App& app) {
   add_store_options(*runs);
   runs->add_option("-n,--limit", args->limit, "how many (default 20)");
   runs->add_flag("--failed", args->failed, "only runs that failed (verdict fail or infra_error)");
-  runs->add_option("--recipe", args->recipe, "only runs of this recipe (a name such as tiny, or a path)");
+  runs->add_option("--recipe", args->recipe,
+                   "only runs of this recipe (a name such as tiny, or a path)");
   runs->add_option("--since", args->since,
                    "only runs started since a date (2026-12-01) or a duration back (12h, 3d)");
   runs->add_flag("--all", args->all, "also the trials isolate and bisect ran");

@@ -46,7 +46,8 @@ StoredTrial read_trial(const Statement& query) {
   return trial;
 }
 
-constexpr const char* kTrialColumns = "SELECT id, spec_hash, spec, outcome, run_id, created_at FROM trials ";
+constexpr const char* kTrialColumns =
+    "SELECT id, spec_hash, spec, outcome, run_id, created_at FROM trials ";
 }  // namespace
 
 std::optional<StoredTrial> Store::find_trial(const std::string& spec_hash) const {

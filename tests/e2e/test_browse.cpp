@@ -24,7 +24,8 @@ namespace {
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 
-Cli train(const std::string& dir, std::vector<std::string> sets, std::vector<std::string> extra = {}) {
+Cli train(const std::string& dir, std::vector<std::string> sets,
+          std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"train", "-c", kMicro};
   for (const auto& set : sets) args.insert(args.end(), {"--set", set});
   args.insert(args.end(), extra.begin(), extra.end());
@@ -43,18 +44,21 @@ bool same_value(const std::string& cell, double stored) {
   return std::isnan(stored) ? std::isnan(read) : std::memcmp(&read, &stored, sizeof read) == 0;
 }
 
-int64_t run_id_of(const Cli& cli) { return cli.doc.value("run_id", int64_t{0}); }
+int64_t run_id_of(const Cli& cli) {
+  return cli.doc.value("run_id", int64_t{0});
+}
 
 }  // namespace
 
 TEST(Browse, ExportedCsvHasOneRowPerStepAndRankWithTheStoredValues) {
   const std::string dir = make_temp_dir("browse-export");
-  auto failing = train(dir, {"dist.ranks=2", "train.steps=12", "fault.nan_step=9",
-                             "fault.nan_layer=blocks.0.mlp"},
-                       {"--json"});
+  auto failing = train(
+      dir, {"dist.ranks=2", "train.steps=12", "fault.nan_step=9", "fault.nan_layer=blocks.0.mlp"},
+      {"--json"});
   ASSERT_EQ(failing.result.exit_code, 1) << failing.result.output;
   const int64_t run = run_id_of(failing);
-  auto csv = faultline_cli({"export", std::to_string(run), "--format", "csv", "-o", dir + "/m.csv"}, dir);
+  auto csv =
+      faultline_cli({"export", std::to_string(run), "--format", "csv", "-o", dir + "/m.csv"}, dir);
   ASSERT_EQ(csv.result.exit_code, 0) << csv.result.output;
 
   auto store = faultline::store::Store::open(dir + "/faultline.db");
@@ -82,10 +86,12 @@ TEST(Browse, ExportedCsvHasOneRowPerStepAndRankWithTheStoredValues) {
   }
   EXPECT_GE(nans, 1) << "the failing step's loss is spelled nan";
 
-  auto jsonl = faultline_cli({"export", std::to_string(run), "--format", "jsonl", "-o", dir + "/m.jsonl"}, dir);
+  auto jsonl = faultline_cli(
+      {"export", std::to_string(run), "--format", "jsonl", "-o", dir + "/m.jsonl"}, dir);
   ASSERT_EQ(jsonl.result.exit_code, 0) << jsonl.result.output;
   EXPECT_EQ(lines_of(dir + "/m.jsonl").size(), stored.size());
-  auto events = faultline_cli({"export", std::to_string(run), "--what", "events", "-o", dir + "/e.csv"}, dir);
+  auto events =
+      faultline_cli({"export", std::to_string(run), "--what", "events", "-o", dir + "/e.csv"}, dir);
   ASSERT_EQ(events.result.exit_code, 0) << events.result.output;
   EXPECT_GT(lines_of(dir + "/e.csv").size(), 2u);
 }
@@ -116,15 +122,18 @@ TEST(Browse, RunsHidesSearchTrialsFiltersAndCountsStepsNotRankSteps) {
   ASSERT_EQ(failed.doc.at("runs").size(), 1u);
   EXPECT_EQ(failed.doc.at("runs").at(0).at("run_id"), 2);
   EXPECT_EQ(faultline_cli({"runs", "--recipe", "micro", "--since", "1h", "--json"}, dir)
-                .doc.at("runs").size(),
+                .doc.at("runs")
+                .size(),
             2u);
   EXPECT_EQ(faultline_cli({"runs", "--recipe", "tiny", "--json"}, dir).doc.at("runs").size(), 0u);
-  EXPECT_EQ(faultline_cli({"runs", "--since", "2999-01-01", "--json"}, dir).doc.at("runs").size(), 0u);
+  EXPECT_EQ(faultline_cli({"runs", "--since", "2999-01-01", "--json"}, dir).doc.at("runs").size(),
+            0u);
   EXPECT_EQ(faultline_cli({"runs", "--limit", "1", "--json"}, dir).doc.at("runs").size(), 1u);
 
   auto bad = faultline_cli({"runs", "--since", "yesterday"}, dir);
   EXPECT_EQ(bad.result.exit_code, 2);
-  EXPECT_THAT(bad.result.output, HasSubstr("'yesterday' is neither a date nor a duration (--since)"));
+  EXPECT_THAT(bad.result.output,
+              HasSubstr("'yesterday' is neither a date nor a duration (--since)"));
 }
 
 TEST(Browse, ShowRunIsLaidOutLikeAFindingAndJsonIsTheDocument) {
@@ -193,7 +202,8 @@ TEST(Browse, GcKeepsWhatAFindingsReproNeedsAndReproStillWorks) {
   EXPECT_THAT(dry.result.output, HasSubstr("would remove (dry run):"));
   EXPECT_THAT(dry.result.output, HasSubstr(fs::weakly_canonical(unrelated_dir).string()));
   EXPECT_THAT(dry.result.output, HasSubstr("would free "));
-  EXPECT_THAT(dry.result.output, HasSubstr("kept: run 1: " + resume + ": F1's repro resumes from it"));
+  EXPECT_THAT(dry.result.output,
+              HasSubstr("kept: run 1: " + resume + ": F1's repro resumes from it"));
   EXPECT_TRUE(fs::exists(unrelated_dir)) << "a dry run removes nothing";
 
   auto gc = faultline_cli({"gc", "--json"}, dir);

@@ -37,8 +37,7 @@ TEST(Duration, PointInTimeIsADateOrADurationBackFromNow) {
 }
 
 TEST(Duration, SecondsBetweenStampsAndTheirText) {
-  EXPECT_DOUBLE_EQ(*seconds_between("2026-12-04T16:54:23.677Z", "2026-12-04T16:56:24.177Z"),
-                   120.5);
+  EXPECT_DOUBLE_EQ(*seconds_between("2026-12-04T16:54:23.677Z", "2026-12-04T16:56:24.177Z"), 120.5);
   EXPECT_FALSE(seconds_between("2026-12-04T16:54:23.677Z", "").has_value());
   EXPECT_EQ(format_seconds(0.44), "0.4 s");
   EXPECT_EQ(format_seconds(59.94), "59.9 s");

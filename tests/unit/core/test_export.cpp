@@ -51,7 +51,8 @@ TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
   nan_step.has_lr = false;
   nan_step.param_norm = 3.0;
   std::ostringstream out;
-  write_metrics(out, ExportFormat::Csv, 7, {step(0, 1, 4.25), step(0, 2, 4.0), step(1, 1, 4.25), nan_step});
+  write_metrics(out, ExportFormat::Csv, 7,
+                {step(0, 1, 4.25), step(0, 2, 4.0), step(1, 1, 4.25), nan_step});
   const auto lines = split(out.str(), '\n');
   ASSERT_EQ(lines.size(), 6u);  // header, four rows, the empty text after the last line break
   EXPECT_EQ(lines[0].rfind("run_id,rank,step,t,loss,grad_norm,lr,", 0), 0u);

@@ -19,8 +19,8 @@ using faultline::testing::write_file;
 using nlohmann::json;
 
 // A finished run whose trainer wrote to DIR/run-<id>, with a checkpoint event per step given.
-int64_t stored_run(store::Store& store, const std::string& work, const std::vector<int>& checkpoints,
-                   const std::string& parent = "train") {
+int64_t stored_run(store::Store& store, const std::string& work,
+                   const std::vector<int>& checkpoints, const std::string& parent = "train") {
   store::RunInfo info;
   info.parent = parent;
   const int64_t id = store.create_run(info);
@@ -32,7 +32,8 @@ int64_t stored_run(store::Store& store, const std::string& work, const std::vect
   for (int step : checkpoints) {
     const std::string path = dir + "/checkpoints/step-" + std::to_string(step) + ".ckpt";
     write_file(path, std::string(1000, 'c'));
-    events.push_back({0, 0, "checkpoint", step, json{{"name", "checkpoint"}, {"path", path}}.dump()});
+    events.push_back(
+        {0, 0, "checkpoint", step, json{{"name", "checkpoint"}, {"path", path}}.dump()});
   }
   store.add_events(id, events);
   info.verdict = "fail";
