@@ -79,6 +79,11 @@ TEST(BisectCommits, LinearHistoryFindsThePlantedRegressionInLogSteps) {
   EXPECT_EQ(cli.doc.at("verdicts").size(), static_cast<size_t>(executions));
   EXPECT_TRUE(cli.doc.at("skipped").empty());
   EXPECT_THAT(cli.result.output, HasSubstr("faultline bisect commits: run 1 (20 candidates)"));
+  // Each run's line counts down as git does, to the one commit left.
+  EXPECT_THAT(cli.result.output,
+              ::testing::ContainsRegex("run 1 \\(20 candidates\\): .*; [0-9]+ revision\\(s\\) "
+                                       "left, roughly [0-9]+ step\\(s\\)"));
+  EXPECT_THAT(cli.result.output, HasSubstr("; 1 revision(s) left, roughly 0 step(s)"));
   // The user's checkout is untouched, and no worktree is left behind.
   EXPECT_EQ(repo.head(), head);
   EXPECT_EQ(repo.status(), status);

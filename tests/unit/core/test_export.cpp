@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/text.hpp"
+#include "store_test_records.hpp"
 
 namespace faultline::harness {
 namespace {
@@ -16,18 +17,7 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-StepRecord step(int rank, int64_t number, double loss) {
-  StepRecord record;
-  record.rank = rank;
-  record.step = number;
-  record.loss = loss;
-  record.grad_norm = 1.5;
-  record.lr = 1e-3;
-  record.step_ms = 2.25;
-  record.tokens = 128;
-  record.mem_bytes = 4096;
-  return record;
-}
+using faultline::testing::step_record;
 
 TEST(Export, NumbersReadBackToTheSameDoubleAndNonFiniteOnesAreSpelledOut) {
   EXPECT_EQ(csv_number(kNan), "nan");
@@ -47,29 +37,30 @@ TEST(Export, FieldsWithCommasQuotesOrLineBreaksAreQuoted) {
 }
 
 TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
-  auto nan_step = step(1, 2, kNan);
+  auto nan_step = step_record(1, 2, kNan);
   nan_step.has_lr = false;
   nan_step.param_norm = 3.0;
   std::ostringstream out;
-  write_metrics(out, ExportFormat::Csv, 7,
-                {step(0, 1, 4.25), step(0, 2, 4.0), step(1, 1, 4.25), nan_step});
+  write_metrics(
+      out, ExportFormat::Csv, 7,
+      {step_record(0, 1, 4.25), step_record(0, 2, 4.0), step_record(1, 1, 4.25), nan_step});
   const auto lines = split(out.str(), '\n');
   ASSERT_EQ(lines.size(), 6u);  // header, four rows, the empty text after the last line break
   EXPECT_EQ(lines[0].rfind("run_id,rank,step,t,loss,grad_norm,lr,", 0), 0u);
-  EXPECT_EQ(lines[1], "7,0,1,0,4.25,1.5,0.001,2.25,0,0,128,4096,,,,,");
-  EXPECT_EQ(lines[4], "7,1,2,0,nan,1.5,,2.25,0,0,128,4096,,3,,,");
+  EXPECT_EQ(lines[1], "7,0,1,0.5,4.25,1.25,0.0003,100,5,2,1000,1048576,,,,,");
+  EXPECT_EQ(lines[4], "7,1,2,1,nan,1.25,,100,5,2,1000,1048576,,3,,,");
   EXPECT_EQ(split(lines[0], ',').size(), split(lines[4], ',').size());
 }
 
 TEST(Export, MetricsJsonLinesSpellNanAsTheProtocolDoesAndAbsentAsNull) {
-  auto record = step(0, 3, kNan);
+  auto record = step_record(0, 3, kNan);
   record.has_grad_norm = false;
   std::ostringstream out;
   write_metrics(out, ExportFormat::Jsonl, 2, {record});
   const auto doc = nlohmann::json::parse(split(out.str(), '\n').front());
   EXPECT_EQ(doc.at("loss"), "nan");
   EXPECT_TRUE(doc.at("grad_norm").is_null());
-  EXPECT_EQ(doc.at("lr"), 1e-3);
+  EXPECT_EQ(doc.at("lr"), 3e-4);
   EXPECT_EQ(doc.at("run_id"), 2);
   EXPECT_EQ(doc.at("step"), 3);
 }
