@@ -58,8 +58,9 @@ std::optional<Clock::time_point> parse_utc(std::string_view text) {
     }
     if (rest != "Z") return std::nullopt;
   }
-  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60)
+  // system_clock counts nanoseconds in 64 bits: it ends in 2262.
+  if (tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
+      tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
     return std::nullopt;
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;

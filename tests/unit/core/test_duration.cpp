@@ -25,7 +25,7 @@ TEST(Duration, ReadsDatesAndTheStoresStampsAsUtc) {
   EXPECT_EQ(format_utc(*stamp), "2026-12-04T16:54:23.677Z");
   EXPECT_EQ(format_utc(*parse_utc("2026-12-04T16:54:23Z")), "2026-12-04T16:54:23.000Z");
   for (const char* bad : {"2026-13-01", "2026-12-01T25:00:00Z", "2026-12-01T10:00:00", "yesterday",
-                          "2026-1-1", "2026-12-01X"})
+                          "2026-1-1", "2026-12-01X", "2999-01-01"})
     EXPECT_FALSE(parse_utc(bad).has_value()) << bad;
 }
 
