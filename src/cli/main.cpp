@@ -12,6 +12,7 @@
 #include "cli/import_command.hpp"
 #include "cli/isolate_commands.hpp"
 #include "cli/reference_command.hpp"
+#include "cli/report_command.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "cli/version.hpp"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   add_run_commands(app, exit_code);
   add_import_command(app, exit_code);
   add_reference_commands(app, exit_code);
+  add_report_command(app, exit_code);
   auto* bisect = add_isolate_commands(app, exit_code);
   add_bisect_commits_command(*bisect, exit_code);
   app.require_subcommand(0, 1);
