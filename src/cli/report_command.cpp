@@ -1,5 +1,5 @@
 // `faultline report`: resolves what to report on, gathers it from the store (report/) and writes
-// the files asked for; with neither --html nor --md the Markdown goes to stdout.
+// the files asked for; with none of --html, --md, --png the Markdown goes to stdout.
 #include "cli/report_command.hpp"
 
 #include <fmt/core.h>
@@ -14,6 +14,7 @@
 #include "report/report_gather.hpp"
 #include "report/report_html.hpp"
 #include "report/report_markdown.hpp"
+#include "report/report_png.hpp"
 
 namespace faultline::cli {
 
@@ -22,7 +23,7 @@ namespace {
 struct ReportArgs {
   RunContextOptions& context = shared_context();
   std::string subject;  // "F3" or a run id
-  std::string html, markdown;
+  std::string html, markdown, png;
   std::string reference;
 };
 
@@ -30,8 +31,8 @@ report::Report gather(const store::Store& store, const ReportArgs& args) {
   const report::GatherOptions options{args.reference};
   if (auto finding = finding_reference(args.subject))
     return report::gather_finding(store, *finding, options);
-  const bool run_id = !args.subject.empty() &&
-                      args.subject.find_first_not_of("0123456789") == std::string::npos;
+  const bool run_id =
+      !args.subject.empty() && args.subject.find_first_not_of("0123456789") == std::string::npos;
   if (!run_id)
     throw UserError("'" + args.subject + "' is neither a finding nor a run", "FINDING|RUN",
                     "give a finding id such as F3 (`faultline findings`) or a run id "
@@ -59,7 +60,12 @@ void run_report(const ReportArgs& args) {
     write_file(args.markdown, report::render_markdown(report), "--md");
     fmt::print("faultline report: wrote {}\n", args.markdown);
   }
-  if (args.html.empty() && args.markdown.empty()) fmt::print("{}", report::render_markdown(report));
+  if (!args.png.empty()) {
+    report::write_plot_png(report::render_html(report), args.png);
+    fmt::print("faultline report: wrote {}\n", args.png);
+  }
+  if (args.html.empty() && args.markdown.empty() && args.png.empty())
+    fmt::print("{}", report::render_markdown(report));
 }
 
 }  // namespace
@@ -72,6 +78,8 @@ void add_report_command(CLI::App& app, int& exit_code) {
       ->required();
   report->add_option("--html", args->html, "write the HTML page here");
   report->add_option("--md", args->markdown, "write the Markdown here");
+  report->add_option("--png", args->png,
+                     "write the loss plot as a PNG (drawn by a headless Chromium, when installed)");
   report->add_option("--reference", args->reference,
                      "a stored reference whose seed band is drawn under the loss (default: the "
                      "one reference of the run's recipe, if there is exactly one)");

@@ -1,5 +1,5 @@
-// `faultline report FINDING|RUN [--html FILE] [--md FILE]`: a finding or a run as a
-// self-contained HTML page with plots, or as Markdown (docs/report.md).
+// `faultline report FINDING|RUN [--html FILE] [--md FILE] [--png FILE]`: a finding or a run as
+// a self-contained HTML page with plots, as Markdown, or its loss plot as a PNG (docs/report.md).
 #pragma once
 
 namespace CLI {

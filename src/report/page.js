@@ -3,6 +3,8 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
+  // "#png": the first plot alone, for `faultline report --png` (report_png.cpp).
+  if (window.location.hash === "#png") document.body.classList.add("png");
   var root = document.getElementById("plots");
   var dpr = window.devicePixelRatio || 1;
   var palette = ["#cf222e", "#bc4c00", "#8250df", "#bf3989", "#953800", "#6e7781", "#116329", "#0550ae"];
@@ -53,7 +55,10 @@
           ctx.setLineDash([6 * dpr, 4 * dpr]);
           ctx.beginPath(); ctx.moveTo(x, box.top); ctx.lineTo(x, box.top + box.height); ctx.stroke();
           ctx.setLineDash([]);
-          ctx.fillText("step " + data.bad_step, x + 4 * dpr, box.top + 12 * dpr);
+          var nearRight = x > box.left + box.width - 60 * dpr;
+          ctx.textAlign = nearRight ? "right" : "left";
+          ctx.fillText("step " + data.bad_step, x + (nearRight ? -4 : 4) * dpr, box.top + 12 * dpr);
+          ctx.textAlign = "left";
         }
       }
       plot.series.forEach(function (s) {

@@ -56,8 +56,8 @@ Plot per_rank_plot(std::string id, std::string title, std::string unit, const Cu
   Plot plot{std::move(id), std::move(title), std::move(unit), {}};
   const auto ranks = ranks_of(subject.steps);
   for (int rank : ranks) {
-    std::string label = ranks.size() > 1 ? subject.label + " · rank " + std::to_string(rank)
-                                         : subject.label;
+    std::string label =
+        ranks.size() > 1 ? subject.label + " · rank " + std::to_string(rank) : subject.label;
     plot.series.push_back(series_of(subject.steps, rank, metric, label, subject.role));
   }
   for (const auto& other : others) {
@@ -112,15 +112,13 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
     loss.series.push_back({band->label + " · low", SeriesRole::BandLow, band->steps, band->low});
   }
   plots.push_back(std::move(loss));
-  plots.push_back(per_rank_plot("grad_norm", "Gradient norm", "", subject, others,
-                                [](const StepRecord& r) {
-                                  return r.has_grad_norm ? std::optional<double>(r.grad_norm)
-                                                         : std::nullopt;
-                                }));
-  plots.push_back(per_rank_plot("lr", "Learning rate", "", subject, others,
-                                [](const StepRecord& r) {
-                                  return r.has_lr ? std::optional<double>(r.lr) : std::nullopt;
-                                }));
+  plots.push_back(
+      per_rank_plot("grad_norm", "Gradient norm", "", subject, others, [](const StepRecord& r) {
+        return r.has_grad_norm ? std::optional<double>(r.grad_norm) : std::nullopt;
+      }));
+  plots.push_back(per_rank_plot(
+      "lr", "Learning rate", "", subject, others,
+      [](const StepRecord& r) { return r.has_lr ? std::optional<double>(r.lr) : std::nullopt; }));
   // Step time split into its parts, per rank: a straggler's compute, a starved rank's data wait
   // and the peers' comm wait are told apart at a glance.
   Plot time{"step_time", "Step time: compute / data / comm", "ms", {}};
@@ -148,8 +146,9 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
         },
         "rank " + std::to_string(rank), SeriesRole::Subject));
   plots.push_back(std::move(memory));
-  plots.erase(std::remove_if(plots.begin(), plots.end(), [](const Plot& p) { return !has_values(p); }),
-              plots.end());
+  plots.erase(
+      std::remove_if(plots.begin(), plots.end(), [](const Plot& p) { return !has_values(p); }),
+      plots.end());
   return plots;
 }
 

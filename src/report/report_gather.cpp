@@ -160,9 +160,8 @@ Table rank_table(const json& rows) {
   Table table;
   if (!rows.is_array() || rows.empty()) return table;
   // The usual columns first, then whatever else the rows hold.
-  std::vector<std::string> preferred = {"rank",           "host",           "verdict",
-                                        "distance",       "median_step_ms", "median_data_ms",
-                                        "median_comm_ms"};
+  std::vector<std::string> preferred = {
+      "rank", "host", "verdict", "distance", "median_step_ms", "median_data_ms", "median_comm_ms"};
   for (const auto& key : preferred)
     if (rows.front().contains(key)) table.columns.push_back(key);
   for (const auto& item : rows.front().items())
@@ -208,8 +207,8 @@ std::string shell_command(const std::vector<std::string>& argv) {
   std::vector<std::string> words;
   for (const auto& arg : argv) {
     const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./=:,+@%").find(c) !=
-                                                               std::string_view::npos;
+      return std::isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
     });
     if (plain) {
       words.push_back(arg);
@@ -265,21 +264,22 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
                                   ? evidence.value("failing_run", evidence_run)
                                   : evidence_run;
   report.summary.push_back(
-      {"search", fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps)",
-                             fields.value("trials", 0), fields.value("trials_reused", 0),
-                             fields.value("steps_executed", 0),
-                             fields.value("rank_steps_executed", 0))});
+      {"search",
+       fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps)",
+                   fields.value("trials", 0), fields.value("trials_reused", 0),
+                   fields.value("steps_executed", 0), fields.value("rank_steps_executed", 0))});
   const json scale = fields.value("min_scale", json());
   if (scale.is_object())
     report.summary.push_back(
-        {"smallest setup", fmt::format("{} rank(s), steps {}..{}, {:g}% of the data",
-                                       text_of(scale["ranks"]), scale.value("from_step", 0) + 1,
-                                       text_of(scale["steps"]),
-                                       100 * scale.value("data_fraction", 1.0))});
+        {"smallest setup",
+         fmt::format("{} rank(s), steps {}..{}, {:g}% of the data", text_of(scale["ranks"]),
+                     scale.value("from_step", 0) + 1, text_of(scale["steps"]),
+                     100 * scale.value("data_fraction", 1.0))});
   report.summary.push_back({"failing run", std::to_string(failing_run)});
   report.summary.push_back({"replay run", std::to_string(evidence_run)});
   report.summary.push_back({"found", info->created_at});
-  for (const auto& why : fields.value("skipped", json::array())) report.notes.push_back(text_of(why));
+  for (const auto& why : fields.value("skipped", json::array()))
+    report.notes.push_back(text_of(why));
 
   if (info->search_id)
     if (auto search = store.get_search(*info->search_id))
@@ -345,22 +345,23 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
                                  summary.last_step, summary.last_step == 1 ? "" : "s", run.ranks,
                                  run.ranks == 1 ? "" : "s");
     if (summary.first_loss && summary.last_loss)
-      report.verdict += fmt::format("; loss {:.4g} → {:.4g}", *summary.first_loss, *summary.last_loss);
+      report.verdict +=
+          fmt::format("; loss {:.4g} → {:.4g}", *summary.first_loss, *summary.last_loss);
     report.verdict += ".";
   }
   report.failures.columns = {"kind", "step", "rank", "detail"};
   for (const auto& failure : run.failures)
-    report.failures.rows.push_back({failure.kind,
-                                    failure.step >= 0 ? std::to_string(failure.step) : "",
-                                    failure.rank >= 0 ? std::to_string(failure.rank) : "",
-                                    failure.detail});
+    report.failures.rows.push_back(
+        {failure.kind, failure.step >= 0 ? std::to_string(failure.step) : "",
+         failure.rank >= 0 ? std::to_string(failure.rank) : "", failure.detail});
   const auto anomalies = store.anomalies(run_id);
   if (!anomalies.empty()) {
     const auto& first = anomalies.front();
     add_fact(report.location, "first anomaly", json(first.kind));
     add_fact(report.location, "step", json(first.step));
     add_fact(report.location, "phase", first.phase.empty() ? json() : json(first.phase));
-    add_fact(report.location, "module / parameter", first.where.empty() ? json() : json(first.where));
+    add_fact(report.location, "module / parameter",
+             first.where.empty() ? json() : json(first.where));
     add_fact(report.location, "rank", json(first.rank));
     add_fact(report.location, "detail", first.detail.empty() ? json() : json(first.detail));
   }

@@ -38,7 +38,9 @@ std::string card(const std::string& title, const std::string& body, const std::s
 }
 
 // A verdict is a word of harness::Verdict's to_string; the page styles each (page.css).
-std::string verdict_class(const std::string& verdict) { return "pill v-" + verdict; }
+std::string verdict_class(const std::string& verdict) {
+  return "pill v-" + verdict;
+}
 
 std::string timeline_html(const std::vector<TrialRow>& timeline) {
   double longest = 0;
@@ -49,17 +51,17 @@ std::string timeline_html(const std::vector<TrialRow>& timeline) {
   int index = 0;
   for (const auto& trial : timeline) {
     const double share = longest > 0 ? 100 * trial.wall_s / longest : 0;
-    out += "<tr>" + element("td", std::to_string(++index)) + element("td", trial.phase) +
-           "<td>" + html_escape(trial.tested) +
-           element("span", fmt::format(" run {}", trial.run_id), "muted") + "</td><td>" +
-           element("span", trial.verdict, verdict_class(trial.verdict)) +
-           (trial.failure.empty() ? "" : element("span", " " + trial.failure, "muted")) + "</td>" +
-           element("td", trial.reused ? "–" : std::to_string(trial.steps_run), "num") +
-           element("td", trial.reused ? "cache" : fmt::format("{:.1f} s", trial.wall_s), "num") +
-           (trial.reused ? "<td><span class=\"pill cache\">reused</span></td>"
-                         : fmt::format("<td class=\"bar\"><span style=\"width:{:.1f}%\"></span></td>",
-                                       std::max(share, 1.0))) +
-           "</tr>";
+    out +=
+        "<tr>" + element("td", std::to_string(++index)) + element("td", trial.phase) + "<td>" +
+        html_escape(trial.tested) + element("span", fmt::format(" run {}", trial.run_id), "muted") +
+        "</td><td>" + element("span", trial.verdict, verdict_class(trial.verdict)) +
+        (trial.failure.empty() ? "" : element("span", " " + trial.failure, "muted")) + "</td>" +
+        element("td", trial.reused ? "–" : std::to_string(trial.steps_run), "num") +
+        element("td", trial.reused ? "cache" : fmt::format("{:.1f} s", trial.wall_s), "num") +
+        (trial.reused ? "<td><span class=\"pill cache\">reused</span></td>"
+                      : fmt::format("<td class=\"bar\"><span style=\"width:{:.1f}%\"></span></td>",
+                                    std::max(share, 1.0))) +
+        "</tr>";
   }
   return out + "</tbody></table>";
 }
@@ -69,13 +71,17 @@ std::string config_diff_html(const Report& report) {
     return element("p", "No baseline was given to isolate, so no config change was searched for.",
                    "muted");
   if (report.config_culprit.empty())
-    return element("p", "The baseline and failing configs differ in no key that causes it.", "muted");
+    return element("p", "The baseline and failing configs differ in no key that causes it.",
+                   "muted");
   std::string out = "<pre class=\"diff\">";
   for (const auto& change : report.config_culprit)
     out += element("span", "- " + change.key + " = " + change.baseline, "del") + "\n" +
            element("span", "+ " + change.key + " = " + change.failing, "add") + "\n";
-  return out + "</pre>" + element("p", "baseline → failing; the smallest set of keys that "
-                                       "turns the baseline into the failure.", "muted");
+  return out + "</pre>" +
+         element("p",
+                 "baseline → failing; the smallest set of keys that "
+                 "turns the baseline into the failure.",
+                 "muted");
 }
 
 std::string repro_html(const Report& report) {
@@ -95,10 +101,11 @@ std::string repro_html(const Report& report) {
 std::string render_html(const Report& report) {
   const bool finding = report.subject == Subject::Finding;
   std::string html;
-  html += "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">";
+  html +=
+      "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">";
   html += element("title", "faultline · " + report.title + " · " + report.verdict);
   html += "<style>" + std::string(assets::uplot_css()) + "</style>";
   html += "<style>" + std::string(assets::page_css()) + "</style></head><body>\n";
@@ -108,10 +115,11 @@ std::string render_html(const Report& report) {
                   report.failed ? "pill fail" : "pill pass") +
           "</header>\n<main>\n";
   html += "<section class=\"verdict\">" + element("p", report.verdict, "sentence") + "</section>\n";
-  html += "<section id=\"plots\" class=\"plots\" aria-label=\"plots\"></section>\n"
-          "<p class=\"hint muted\">Drag across a plot to zoom, double-click to reset; the legend "
-          "reads out the values under the cursor. A red dashed line marks the bad step, a red ✕ "
-          "a non-finite value.</p>\n";
+  html +=
+      "<section id=\"plots\" class=\"plots\" aria-label=\"plots\"></section>\n"
+      "<p class=\"hint muted\">Drag across a plot to zoom, double-click to reset; the legend "
+      "reads out the values under the cursor. A red dashed line marks the bad step, a red ✕ "
+      "a non-finite value.</p>\n";
   html += "<div class=\"grid\">";
   if (!report.location.empty())
     html += card(finding ? "Where it breaks" : "First anomaly", facts_list(report.location));
@@ -131,8 +139,10 @@ std::string render_html(const Report& report) {
   if (!report.deciding_facts.empty())
     html += card("Facts that decide the bits",
                  facts_list(report.deciding_facts) +
-                     element("p", "A replay on a machine that differs in one of these is compared "
-                                  "within the tolerance, not bitwise.", "muted"));
+                     element("p",
+                             "A replay on a machine that differs in one of these is compared "
+                             "within the tolerance, not bitwise.",
+                             "muted"));
   html += "</div>\n";
   if (!report.notes.empty()) {
     std::string notes = "<ul>";

@@ -88,8 +88,9 @@ std::string render_markdown(const Report& report) {
       steps += trial.steps_run;
       seconds += trial.wall_s;
     }
-    out += fmt::format("Search: {} trials ({} reused from the cache), {} trainer steps, {:.1f} s.\n\n",
-                       report.timeline.size(), reused, steps, seconds);
+    out +=
+        fmt::format("Search: {} trials ({} reused from the cache), {} trainer steps, {:.1f} s.\n\n",
+                    report.timeline.size(), reused, steps, seconds);
   }
   facts_table(out, report.summary);
   if (!report.repro_command.empty())

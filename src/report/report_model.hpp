@@ -63,10 +63,10 @@ struct Report {
   std::string verdict;  // one sentence
   bool failed = true;
   std::optional<int64_t> bad_step;
-  std::vector<Fact> location;     // step, phase, module, samples, shards, rank, host
-  Table rank_evidence;            // per-rank verdicts and timings (empty: none)
+  std::vector<Fact> location;  // step, phase, module, samples, shards, rank, host
+  Table rank_evidence;         // per-rank verdicts and timings (empty: none)
   std::vector<ConfigChange> config_culprit;
-  bool has_baseline = false;      // config_culprit is meaningful
+  bool has_baseline = false;  // config_culprit is meaningful
   std::vector<TrialRow> timeline;
   std::vector<Fact> deciding_facts;  // the machine facts that decide the bits
   std::vector<Fact> summary;         // cost of the search, or the run's shape

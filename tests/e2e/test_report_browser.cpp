@@ -1,12 +1,14 @@
 // In a real browser: headless Chromium opens the HTML report of a real isolate finding. After
 // the page's scripts ran, its text names the step, module and repro command; the plot area of a
 // screenshot is not blank; and the page asked the network for nothing (a control page that does
-// load a remote image shows the check can fail). Skipped, with the reason, without Chromium.
+// load a remote image shows the check can fail); `--png` draws the loss plot. Skipped, with the
+// reason, without Chromium.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "support/cli.hpp"
@@ -34,25 +36,32 @@ std::string read_text(const std::string& path) {
 // shows, the page asked for. `what` is --dump-dom or --screenshot=FILE.
 ProcessResult browse(const std::string& page, const std::string& what, const std::string& net_log,
                      const std::string& dir) {
-  return run_process({{chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
-                       "--user-data-dir=" + make_temp_dir("chromium-profile"),
-                       "--no-first-run", "--disable-background-networking",
-                       "--disable-component-update", "--disable-sync", "--disable-default-apps",
-                       "--disable-extensions", "--hide-scrollbars", "--window-size=1280,1000",
-                       "--virtual-time-budget=10000", "--log-net-log=" + net_log, what,
-                       "file://" + page},
-                      {{"HOME", dir}},
-                      120});
+  return run_process(
+      {{chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
+        "--user-data-dir=" + make_temp_dir("chromium-profile"), "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-default-apps", "--disable-extensions", "--hide-scrollbars",
+        "--window-size=1280,1000", "--virtual-time-budget=10000", "--log-net-log=" + net_log, what,
+        "file://" + page},
+       {{"HOME", dir}},
+       120});
 }
 
-// The URLs the page requested with a network scheme.
+// The network URLs the page asked for: URL_REQUEST_START_JOB events of the net log with an
+// initiator (a file:// page is "null"). The browser's own traffic (update checks, network time)
+// is "not an origin" and is not the page's doing.
 std::vector<std::string> remote_requests(const std::string& net_log) {
-  const std::string log = read_text(net_log);
+  const auto log = nlohmann::json::parse(read_text(net_log));
+  const int start_job = log.at("constants").at("logEventTypes").at("URL_REQUEST_START_JOB");
   std::vector<std::string> urls;
-  const std::regex url("\"url\":\"((https?|wss?|ftp)://[^\"]*)\"");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), url); it != std::sregex_iterator();
-       ++it)
-    urls.push_back((*it)[1]);
+  const std::regex remote("^(https?|wss?|ftp)://.*");
+  for (const auto& event : log.at("events")) {
+    if (event.value("type", -1) != start_job || !event.contains("params")) continue;
+    const auto& params = event.at("params");
+    const std::string url = params.value("url", "");
+    if (params.value("initiator", "") != "not an origin" && std::regex_match(url, remote))
+      urls.push_back(url);
+  }
   return urls;
 }
 
@@ -90,17 +99,28 @@ TEST_F(ReportBrowser, TheReportOfARealFindingRendersOfflineWithItsPlots) {
   auto screenshot = browse(page, "--screenshot=" + shot, dir + "/shot.netlog", dir);
   ASSERT_EQ(screenshot.exit_code, 0) << screenshot.output;
   auto stats = run_process(
-      {{"python3", kPngRegion, shot, "40", "150", "1240", "400", "cf222e"}, {}, 60});
+      {{"/usr/bin/python3", kPngRegion, shot, "40", "150", "1240", "400", "cf222e"}, {}, 60});
   ASSERT_EQ(stats.exit_code, 0) << stats.output;
   std::smatch numbers;
-  ASSERT_TRUE(std::regex_search(stats.output, numbers,
-                                std::regex("variance=([0-9.]+) matching=([0-9]+)")))
+  ASSERT_TRUE(
+      std::regex_search(stats.output, numbers, std::regex("variance=([0-9.]+) matching=([0-9]+)")))
       << stats.output;
   EXPECT_GT(std::stod(numbers[1]), 50.0) << stats.output;
   EXPECT_GT(std::stoi(numbers[2]), 200) << "the failing run's line: " << stats.output;
   EXPECT_EQ(remote_requests(dir + "/shot.netlog"), std::vector<std::string>{});
 
-  // 3. The network check sees a request when a page makes one (nothing listens on port 9).
+  // 3. --png: the loss plot alone, drawn by the same Chromium.
+  const std::string png = dir + "/f1-loss.png";
+  auto drawn = faultline_cli({"report", "F1", "--png", png}, dir);
+  ASSERT_EQ(drawn.result.exit_code, 0) << drawn.result.output;
+  auto png_stats = run_process(
+      {{"/usr/bin/python3", kPngRegion, png, "0", "0", "1200", "420", "cf222e"}, {}, 60});
+  EXPECT_THAT(png_stats.output, HasSubstr("width=1200 height=420"));
+  ASSERT_TRUE(std::regex_search(png_stats.output, numbers, std::regex("variance=([0-9.]+)")))
+      << png_stats.output;
+  EXPECT_GT(std::stod(numbers[1]), 50.0) << png_stats.output;
+
+  // 4. The network check sees a request when a page makes one (nothing listens on port 9).
   const std::string control = dir + "/control.html";
   std::ofstream(control) << "<!doctype html><img src=\"http://127.0.0.1:9/remote.png\">";
   auto loaded = browse(control, "--dump-dom", dir + "/control.netlog", dir);

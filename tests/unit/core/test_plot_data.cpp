@@ -20,11 +20,12 @@ const json& plot(const json& doc, const std::string& id) {
 }
 
 TEST(PlotData, LinesShareOneStepAxisWithNullsAndNonFiniteStepsNamed) {
-  Curves failing{"failing run 3", SeriesRole::Subject,
+  Curves failing{"failing run 3",
+                 SeriesRole::Subject,
                  {step_record(0, 1, 4.0), step_record(0, 2, 3.5), step_record(0, 3, NAN),
                   step_record(1, 1, 4.1), step_record(1, 2, 3.6), step_record(1, 3, NAN)}};
-  Curves baseline{"baseline (run 5)", SeriesRole::Reference,
-                  {step_record(0, 2, 3.4), step_record(0, 4, 3.0)}};
+  Curves baseline{
+      "baseline (run 5)", SeriesRole::Reference, {step_record(0, 2, 3.4), step_record(0, 4, 3.0)}};
   const json doc = plots_json(metric_plots(failing, {baseline}, std::nullopt), 3);
   EXPECT_EQ(doc.at("bad_step"), 3);
   const json& loss = plot(doc, "loss");
@@ -40,7 +41,8 @@ TEST(PlotData, LinesShareOneStepAxisWithNullsAndNonFiniteStepsNamed) {
 
 TEST(PlotData, StepTimeIsSplitIntoComputeDataAndCommPerRank) {
   Curves run{"run 1", SeriesRole::Subject, {step_record(0, 1, 4.0), step_record(1, 1, 4.0)}};
-  const json time = plot(plots_json(metric_plots(run, {}, std::nullopt), std::nullopt), "step_time");
+  const json time =
+      plot(plots_json(metric_plots(run, {}, std::nullopt), std::nullopt), "step_time");
   ASSERT_EQ(time.at("series").size(), 6u);
   EXPECT_EQ(time.at("series")[0].at("label"), "rank 0 compute");
   EXPECT_EQ(time.at("series")[0].at("values"), json({93.0}));  // 100 - 5 - 2
@@ -61,9 +63,9 @@ TEST(PlotData, MetricsATrainerNeverWroteAreLeftOut) {
 }
 
 TEST(PlotData, TheBandSpansTheReferenceRunsAtStepsTheyAllHave) {
-  const Band band = loss_band("ref", {{step_record(0, 1, 4.0), step_record(0, 2, 3.0)},
-                                      {step_record(0, 1, 4.4), step_record(0, 2, 2.8),
-                                       step_record(0, 3, 2.5)}});
+  const Band band =
+      loss_band("ref", {{step_record(0, 1, 4.0), step_record(0, 2, 3.0)},
+                        {step_record(0, 1, 4.4), step_record(0, 2, 2.8), step_record(0, 3, 2.5)}});
   EXPECT_EQ(band.steps, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(band.low, (std::vector<double>{4.0, 2.8}));
   EXPECT_EQ(band.high, (std::vector<double>{4.4, 3.0}));

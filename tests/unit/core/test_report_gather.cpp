@@ -41,8 +41,8 @@ TEST(ReportGather, AFailedRunShowsItsFailureStepAndCurves) {
   const int64_t id = stored_run(store, {{"nonfinite", 7, 0, "loss is NaN"}}, 9, 7);
   const Report report = gather_run(store, id, {});
   EXPECT_EQ(report.subject, Subject::Run);
-  EXPECT_EQ(report.verdict,
-            "Run " + std::to_string(id) + " failed: Training went non-finite (NaN/Inf) at step 7 on rank 0.");
+  EXPECT_EQ(report.verdict, "Run " + std::to_string(id) +
+                                " failed: Training went non-finite (NaN/Inf) at step 7 on rank 0.");
   EXPECT_EQ(report.bad_step, 7);
   ASSERT_EQ(report.failures.rows.size(), 1u);
   EXPECT_EQ(report.failures.rows[0][3], "loss is NaN");
@@ -61,31 +61,37 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   const int64_t baseline = stored_run(store, {}, 8);
   const int64_t seed = stored_run(store, {}, 8);
   store.add_reference({0, "micro-seeds", {baseline, seed}, "/recipes/micro.toml", "", ""});
-  const json timeline = json::array(
-      {{{"phase", "reproduce"}, {"run", replay}, {"verdict", "fail"}, {"reused", false},
-        {"steps_run", 6}, {"wall_s", 1.5}},
-       {{"phase", "config: baseline"}, {"run", baseline}, {"verdict", "pass"}, {"reused", true},
-        {"steps_run", 0}, {"wall_s", 0.0}}});
+  const json timeline = json::array({{{"phase", "reproduce"},
+                                      {"run", replay},
+                                      {"verdict", "fail"},
+                                      {"reused", false},
+                                      {"steps_run", 6},
+                                      {"wall_s", 1.5}},
+                                     {{"phase", "config: baseline"},
+                                      {"run", baseline},
+                                      {"verdict", "pass"},
+                                      {"reused", true},
+                                      {"steps_run", 0},
+                                      {"wall_s", 0.0}}});
   const int64_t search = store.create_search("isolate", json{{"timeline", timeline}}.dump());
   store::FindingInfo info;
   info.kind = "nonfinite";
-  info.fields_json = json{{"kind", "nonfinite"},
-                          {"step", 6},
-                          {"phase", "forward"},
-                          {"where", "blocks.1.mlp"},
-                          {"rank", nullptr},
-                          {"samples", nullptr},
-                          {"config_culprit", json::array({{{"key", "optim.lr"},
-                                                           {"baseline", "0.003"},
-                                                           {"failing", "10.0"}}})},
-                          {"min_scale", {{"ranks", 1}, {"from_step", 0}, {"steps", 6},
-                                         {"data_fraction", 0.5}}},
-                          {"trials", 2},
-                          {"trials_reused", 1},
-                          {"evidence_run", replay},
-                          {"tolerance", 1e-5},
-                          {"evidence", {{"failing_run", failing}, {"host", {{"cpu", "x86"}}}}}}
-                          .dump();
+  info.fields_json =
+      json{{"kind", "nonfinite"},
+           {"step", 6},
+           {"phase", "forward"},
+           {"where", "blocks.1.mlp"},
+           {"rank", nullptr},
+           {"samples", nullptr},
+           {"config_culprit",
+            json::array({{{"key", "optim.lr"}, {"baseline", "0.003"}, {"failing", "10.0"}}})},
+           {"min_scale", {{"ranks", 1}, {"from_step", 0}, {"steps", 6}, {"data_fraction", 0.5}}},
+           {"trials", 2},
+           {"trials_reused", 1},
+           {"evidence_run", replay},
+           {"tolerance", 1e-5},
+           {"evidence", {{"failing_run", failing}, {"host", {{"cpu", "x86"}}}}}}
+          .dump();
   info.repro_json = json{{"argv", {"faultline-train", "--set", "fault.nan_step=6"}}}.dump();
   info.search_id = search;
   const int64_t id = store.add_finding(info);

@@ -14,7 +14,8 @@ Report hostile_report() {
   report.location = {{"module / parameter", "<img src=x onerror=alert(1)>"}};
   report.has_baseline = true;
   report.config_culprit = {{"optim.lr", "3e-3", "10.0"}};
-  report.timeline = {{"steps: first bad step", "1 rank · steps 1..4", "fail", "", 7, 4, 1.5, false}};
+  report.timeline = {
+      {"steps: first bad step", "1 rank · steps 1..4", "fail", "", 7, 4, 1.5, false}};
   report.repro_command = "faultline repro F1";
   report.trainer_command = "faultline-train --set 'a=</script>'";
   report.plots = {{"loss", "Loss", "", {{"run </script>", SeriesRole::Subject, {1, 2}, {3, 2}}}}};

@@ -20,7 +20,9 @@ TEST(Sparkline, OneBarPerValueFromLowestToHighest) {
   EXPECT_EQ(sparkline({8, 1}), "█▁");
 }
 
-TEST(Sparkline, AFlatLineSitsInTheMiddle) { EXPECT_EQ(sparkline({2, 2, 2}), "▄▄▄"); }
+TEST(Sparkline, AFlatLineSitsInTheMiddle) {
+  EXPECT_EQ(sparkline({2, 2, 2}), "▄▄▄");
+}
 
 TEST(Sparkline, NonFiniteValuesAreCrosses) {
   EXPECT_EQ(sparkline({1, 2, NAN, INFINITY}), "▁█✕✕");
@@ -38,7 +40,9 @@ TEST(Sparkline, LongCurvesAreAveragedIntoBuckets) {
   EXPECT_NE(sparkline(values, 20).find("✕"), std::string::npos);
 }
 
-TEST(Sparkline, NothingForNoValues) { EXPECT_EQ(sparkline({}), ""); }
+TEST(Sparkline, NothingForNoValues) {
+  EXPECT_EQ(sparkline({}), "");
+}
 
 }  // namespace
 }  // namespace faultline::report
