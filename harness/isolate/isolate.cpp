@@ -121,6 +121,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     state["trials"] = context.trials;
     state["steps_executed"] = context.steps_executed;
     state["rank_steps_executed"] = context.rank_steps_executed;
+    state["timeline"] = context.timeline;
     store_.update_search(result.search_id, state.dump(), status);
   };
 

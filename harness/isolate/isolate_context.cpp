@@ -29,6 +29,12 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
       steps_executed += result.outcome.steps_run;
       rank_steps_executed += result.outcome.steps_run * result.outcome.ranks;
     }
+    timeline.push_back({{"phase", phase_},
+                        {"run", result.outcome.run_id},
+                        {"verdict", to_string(result.outcome.verdict)},
+                        {"reused", result.from_cache},
+                        {"steps_run", result.from_cache ? 0 : result.outcome.steps_run},
+                        {"wall_s", result.from_cache ? 0.0 : result.outcome.wall_s}});
     if (progress_) {
       std::string note = std::string(to_string(result.outcome.verdict)) +
                          (result.from_cache ? " (stored trial reused)" : "");

@@ -13,6 +13,7 @@
 #include "cli/import_command.hpp"
 #include "cli/isolate_commands.hpp"
 #include "cli/reference_command.hpp"
+#include "cli/report_command.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "cli/version.hpp"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   add_runs_commands(app);
   add_import_command(app, exit_code);
   add_reference_commands(app, exit_code);
+  add_report_command(app, exit_code);
   auto* bisect = add_isolate_commands(app, exit_code);
   add_bisect_commits_command(*bisect, exit_code);
   add_export_commands(app);

@@ -1,0 +1,192 @@
+// Step records → plot lines → the page's JSON.
+#include "report/plot_data.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace faultline::report {
+
+using nlohmann::json;
+
+const char* to_string(SeriesRole role) {
+  switch (role) {
+    case SeriesRole::Subject:
+      return "subject";
+    case SeriesRole::Replay:
+      return "replay";
+    case SeriesRole::Reference:
+      return "reference";
+    case SeriesRole::BandLow:
+      return "band_low";
+    case SeriesRole::BandHigh:
+      return "band_high";
+  }
+  return "subject";
+}
+
+namespace {
+
+using Metric = std::function<std::optional<double>(const StepRecord&)>;
+
+std::vector<int> ranks_of(const std::vector<StepRecord>& steps) {
+  std::set<int> ranks;
+  for (const auto& record : steps) ranks.insert(record.rank);
+  return {ranks.begin(), ranks.end()};
+}
+
+Series series_of(const std::vector<StepRecord>& steps, int rank, const Metric& metric,
+                 std::string label, SeriesRole role) {
+  Series series{std::move(label), role, {}, {}};
+  for (const auto& record : steps) {
+    if (record.rank != rank) continue;
+    if (auto value = metric(record)) {
+      series.steps.push_back(record.step);
+      series.values.push_back(*value);
+    }
+  }
+  return series;
+}
+
+// One line per rank of the subject (labelled by rank when it has several), one per other run.
+Plot per_rank_plot(std::string id, std::string title, std::string unit, const Curves& subject,
+                   const std::vector<Curves>& others, const Metric& metric) {
+  Plot plot{std::move(id), std::move(title), std::move(unit), {}};
+  const auto ranks = ranks_of(subject.steps);
+  for (int rank : ranks) {
+    std::string label =
+        ranks.size() > 1 ? subject.label + " · rank " + std::to_string(rank) : subject.label;
+    plot.series.push_back(series_of(subject.steps, rank, metric, label, subject.role));
+  }
+  for (const auto& other : others) {
+    const auto other_ranks = ranks_of(other.steps);
+    if (!other_ranks.empty())
+      plot.series.push_back(
+          series_of(other.steps, other_ranks.front(), metric, other.label, other.role));
+  }
+  return plot;
+}
+
+bool has_values(const Plot& plot) {
+  return std::any_of(plot.series.begin(), plot.series.end(),
+                     [](const Series& series) { return !series.values.empty(); });
+}
+
+}  // namespace
+
+Band loss_band(const std::string& label, const std::vector<std::vector<StepRecord>>& runs) {
+  std::map<int64_t, std::pair<double, double>> spread;
+  std::map<int64_t, size_t> seen;
+  for (const auto& run : runs) {
+    const auto ranks = ranks_of(run);
+    if (ranks.empty()) continue;
+    for (const auto& record : run) {
+      if (record.rank != ranks.front() || !std::isfinite(record.loss)) continue;
+      auto [at, fresh] = spread.try_emplace(record.step, record.loss, record.loss);
+      if (!fresh) {
+        at->second.first = std::min(at->second.first, record.loss);
+        at->second.second = std::max(at->second.second, record.loss);
+      }
+      ++seen[record.step];
+    }
+  }
+  Band band{label, {}, {}, {}};
+  for (const auto& [step, low_high] : spread) {
+    if (seen[step] < runs.size()) continue;
+    band.steps.push_back(step);
+    band.low.push_back(low_high.first);
+    band.high.push_back(low_high.second);
+  }
+  return band;
+}
+
+std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>& others,
+                               const std::optional<Band>& band) {
+  std::vector<Plot> plots;
+  Plot loss = per_rank_plot("loss", "Loss", "", subject, others,
+                            [](const StepRecord& r) { return std::optional<double>(r.loss); });
+  if (band && !band->steps.empty()) {
+    loss.series.push_back({band->label + " · high", SeriesRole::BandHigh, band->steps, band->high});
+    loss.series.push_back({band->label + " · low", SeriesRole::BandLow, band->steps, band->low});
+  }
+  plots.push_back(std::move(loss));
+  plots.push_back(
+      per_rank_plot("grad_norm", "Gradient norm", "", subject, others, [](const StepRecord& r) {
+        return r.has_grad_norm ? std::optional<double>(r.grad_norm) : std::nullopt;
+      }));
+  plots.push_back(per_rank_plot(
+      "lr", "Learning rate", "", subject, others,
+      [](const StepRecord& r) { return r.has_lr ? std::optional<double>(r.lr) : std::nullopt; }));
+  // Step time split into its parts, per rank: a straggler's compute, a starved rank's data wait
+  // and the peers' comm wait are told apart at a glance.
+  Plot time{"step_time", "Step time: compute / data / comm", "ms", {}};
+  const auto ranks = ranks_of(subject.steps);
+  const std::vector<std::pair<std::string, Metric>> parts = {
+      {"compute",
+       [](const StepRecord& r) {
+         return std::optional<double>(std::max(0.0, r.step_ms - r.data_ms - r.comm_ms));
+       }},
+      {"data", [](const StepRecord& r) { return std::optional<double>(r.data_ms); }},
+      {"comm", [](const StepRecord& r) { return std::optional<double>(r.comm_ms); }}};
+  for (const auto& [part, metric] : parts)
+    for (int rank : ranks)
+      time.series.push_back(series_of(subject.steps, rank, metric,
+                                      "rank " + std::to_string(rank) + " " + part,
+                                      SeriesRole::Subject));
+  plots.push_back(std::move(time));
+  Plot memory{"memory", "Memory per rank", "MiB", {}};
+  for (int rank : ranks)
+    memory.series.push_back(series_of(
+        subject.steps, rank,
+        [](const StepRecord& r) {
+          return r.mem_bytes > 0 ? std::optional<double>(static_cast<double>(r.mem_bytes) / 1048576)
+                                 : std::nullopt;
+        },
+        "rank " + std::to_string(rank), SeriesRole::Subject));
+  plots.push_back(std::move(memory));
+  plots.erase(
+      std::remove_if(plots.begin(), plots.end(), [](const Plot& p) { return !has_values(p); }),
+      plots.end());
+  return plots;
+}
+
+json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step) {
+  json out = {{"bad_step", bad_step ? json(*bad_step) : json()}, {"plots", json::array()}};
+  for (const auto& plot : plots) {
+    std::set<int64_t> axis;
+    for (const auto& series : plot.series) axis.insert(series.steps.begin(), series.steps.end());
+    const std::vector<int64_t> x(axis.begin(), axis.end());
+    json lines = json::array();
+    for (const auto& series : plot.series) {
+      json values(x.size(), nullptr);
+      json nonfinite = json::array();
+      for (size_t i = 0; i < series.steps.size(); ++i) {
+        const size_t at = std::lower_bound(x.begin(), x.end(), series.steps[i]) - x.begin();
+        if (std::isfinite(series.values[i]))
+          values[at] = series.values[i];
+        else
+          nonfinite.push_back(series.steps[i]);
+      }
+      lines.push_back({{"label", series.label},
+                       {"role", to_string(series.role)},
+                       {"values", values},
+                       {"nonfinite", nonfinite}});
+    }
+    out["plots"].push_back(
+        {{"id", plot.id}, {"title", plot.title}, {"unit", plot.unit}, {"x", x}, {"series", lines}});
+  }
+  return out;
+}
+
+std::vector<double> lowest_rank_loss(const std::vector<StepRecord>& steps) {
+  std::vector<double> loss;
+  if (steps.empty()) return loss;
+  const int rank = ranks_of(steps).front();
+  for (const auto& record : steps)
+    if (record.rank == rank) loss.push_back(record.loss);
+  return loss;
+}
+
+}  // namespace faultline::report

@@ -1,0 +1,44 @@
+// The report's plots as data: built from stored step records, and turned into the JSON the page's
+// script hands to uPlot (one shared step axis per plot, null where a line has no value).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/metrics_record.hpp"
+#include "report/report_model.hpp"
+
+namespace faultline::report {
+
+// One run's records and how its lines are labelled and drawn.
+struct Curves {
+  std::string label;  // "run 12", "baseline (run 15)"
+  SeriesRole role = SeriesRole::Subject;
+  std::vector<StepRecord> steps;  // every rank, ordered by rank then step
+};
+
+// The spread of a stored reference's runs: the lowest and highest loss at each step.
+struct Band {
+  std::string label;  // "reference 'tiny-seeds' (3 runs)"
+  std::vector<int64_t> steps;
+  std::vector<double> low, high;
+};
+
+// min/max loss per step over the runs' rank-0 records (steps every run has).
+Band loss_band(const std::string& label, const std::vector<std::vector<StepRecord>>& runs);
+
+// Loss, grad norm and LR (the subject per rank, the others' lowest rank), step time as compute /
+// data / comm and memory per rank (the subject only). Plots without any value are left out.
+std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>& others,
+                               const std::optional<Band>& band);
+
+// {"bad_step": n|null, "plots": [{"id", "title", "unit", "x": [steps],
+//   "series": [{"label", "role", "values": [v|null], "nonfinite": [step...]}]}]}
+nlohmann::json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step);
+
+// The lowest rank's loss by step.
+std::vector<double> lowest_rank_loss(const std::vector<StepRecord>& steps);
+
+}  // namespace faultline::report

@@ -1,0 +1,387 @@
+// Store → Report. Everything a report shows comes from stored rows: the finding's fields and
+// repro, its search's timeline, and the runs they name.
+#include "report/report_gather.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "harness/trial/trial.hpp"
+#include "probes/detectors/failure_kind.hpp"
+#include "report/plot_data.hpp"
+
+namespace faultline::report {
+
+using nlohmann::json;
+
+namespace {
+
+// The event a trainer writes when it resumes from a checkpoint (docs/metrics-protocol.md).
+constexpr const char* kResumeEvent = "resume";
+// The isolate phase that runs the known-good setup (harness/isolate/isolate_config.cpp).
+constexpr const char* kBaselinePhase = "config: baseline";
+
+std::string what_happened(const std::string& kind_name) {
+  using detectors::FailureKind;
+  const auto kind = detectors::parse_failure_kind(kind_name);
+  if (!kind) return "Failure '" + kind_name + "'";
+  switch (*kind) {
+    case FailureKind::Nonfinite:
+      return "Training went non-finite (NaN/Inf)";
+    case FailureKind::Data:
+      return "A token id fell outside the vocabulary";
+    case FailureKind::LossSpike:
+      return "The loss spiked";
+    case FailureKind::Stalled:
+      return "The loss stopped decreasing";
+    case FailureKind::GradExplode:
+      return "The gradient norm exploded";
+    case FailureKind::GradVanish:
+      return "The gradients vanished";
+    case FailureKind::LrAnomaly:
+      return "The learning rate left its schedule";
+    case FailureKind::Memory:
+      return "Memory use ran too high";
+    case FailureKind::Slow:
+      return "Training slowed down";
+    case FailureKind::Straggler:
+      return "A rank straggled";
+    case FailureKind::DataStall:
+      return "Data loading stalled";
+    case FailureKind::RankDivergence:
+      return "The ranks disagreed";
+    case FailureKind::Nondeterministic:
+      return "Identical runs gave different results";
+    case FailureKind::Crash:
+      return "The trainer crashed";
+    case FailureKind::Hang:
+      return "Training hung";
+    case FailureKind::Oom:
+      return "Training ran out of memory";
+    case FailureKind::Anomaly:
+      return "The trainer reported an anomaly";
+    case FailureKind::LossRegression:
+      return "The loss fell behind its reference";
+    case FailureKind::BadInit:
+      return "The first loss was far above ln(vocabulary)";
+  }
+  return kind_name;
+}
+
+std::string text_of(const json& value) {
+  if (value.is_null()) return "";
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_array()) {
+    std::vector<std::string> parts;
+    for (const auto& item : value) parts.push_back(text_of(item));
+    return fmt::format("{}", fmt::join(parts, ", "));
+  }
+  if (value.is_number_float()) return fmt::format("{:.6g}", value.get<double>());
+  return value.dump();
+}
+
+void add_fact(std::vector<Fact>& facts, const std::string& label, const json& value) {
+  if (!value.is_null() && !(value.is_array() && value.empty()))
+    facts.push_back({label, text_of(value)});
+}
+
+store::RunInfo load_run(const store::Store& store, int64_t run_id) {
+  auto run = store.get_run(run_id);
+  if (!run)
+    throw UserError("no run " + std::to_string(run_id), store.path(), "see `faultline runs`");
+  return *run;
+}
+
+std::string first_failure(const store::RunInfo& run) {
+  if (run.failures.empty()) return "";
+  const auto& failure = run.failures.front();
+  std::string text = failure.kind;
+  if (failure.step >= 0) text += fmt::format(" at step {}", failure.step);
+  if (failure.rank >= 0) text += fmt::format(" (rank {})", failure.rank);
+  return text;
+}
+
+// "2 ranks · steps 9..12 · 50% of the data": the shape of the trial a run was.
+std::string trial_shape(const store::Store& store, const store::RunInfo& run) {
+  int64_t from = 0;
+  for (const auto& event : store.events(run.id))
+    if (event.name == kResumeEvent && event.step) from = *event.step;
+  std::string text = fmt::format("{} rank{} · steps {}..{}", run.ranks, run.ranks == 1 ? "" : "s",
+                                 from + 1, run.steps);
+  if (run.data_fraction < 1) text += fmt::format(" · {:g}% of the data", 100 * run.data_fraction);
+  return text;
+}
+
+std::vector<TrialRow> timeline_of(const store::Store& store, const json& entries) {
+  std::vector<TrialRow> rows;
+  for (const auto& entry : entries) {
+    TrialRow row;
+    row.phase = entry.value("phase", "");
+    row.run_id = entry.value("run", int64_t{0});
+    row.verdict = entry.value("verdict", "");
+    row.reused = entry.value("reused", false);
+    row.steps_run = entry.value("steps_run", int64_t{0});
+    row.wall_s = entry.value("wall_s", 0.0);
+    if (auto run = store.get_run(row.run_id)) {
+      row.tested = trial_shape(store, *run);
+      row.failure = first_failure(*run);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::optional<Band> reference_band(const store::Store& store, const store::RunInfo& subject,
+                                   const GatherOptions& options, std::vector<std::string>& notes) {
+  std::optional<store::ReferenceInfo> reference;
+  if (!options.reference.empty()) {
+    reference = store.get_reference(options.reference);
+    if (!reference)
+      throw UserError("no reference named '" + options.reference + "'", "--reference",
+                      "see `faultline reference list`");
+  } else {
+    std::vector<store::ReferenceInfo> matching;
+    for (auto& candidate : store.list_references())
+      if (candidate.config_path == subject.config_path) matching.push_back(std::move(candidate));
+    if (matching.size() == 1) reference = matching.front();
+    if (matching.size() > 1)
+      notes.push_back(fmt::format("{} references share this recipe; pick one with --reference",
+                                  matching.size()));
+  }
+  if (!reference) return std::nullopt;
+  std::vector<std::vector<StepRecord>> runs;
+  for (int64_t id : reference->run_ids) runs.push_back(store.steps(id, -1));
+  return loss_band(fmt::format("reference '{}' ({} runs)", reference->name, runs.size()), runs);
+}
+
+Table rank_table(const json& rows) {
+  Table table;
+  if (!rows.is_array() || rows.empty()) return table;
+  // The usual columns first, then whatever else the rows hold.
+  std::vector<std::string> preferred = {
+      "rank", "host", "verdict", "distance", "median_step_ms", "median_data_ms", "median_comm_ms"};
+  for (const auto& key : preferred)
+    if (rows.front().contains(key)) table.columns.push_back(key);
+  for (const auto& item : rows.front().items())
+    if (std::find(table.columns.begin(), table.columns.end(), item.key()) == table.columns.end())
+      table.columns.push_back(item.key());
+  for (const auto& row : rows) {
+    std::vector<std::string> cells;
+    for (const auto& column : table.columns) cells.push_back(text_of(row.value(column, json())));
+    table.rows.push_back(std::move(cells));
+  }
+  return table;
+}
+
+std::string finding_verdict(const json& fields) {
+  std::string text = what_happened(fields.value("kind", ""));
+  if (!fields.value("step", json()).is_null()) text += " at step " + text_of(fields["step"]);
+  if (!fields.value("where", json()).is_null()) {
+    text += " in " + text_of(fields["where"]);
+    if (!fields.value("phase", json()).is_null()) text += " (" + text_of(fields["phase"]) + ")";
+  }
+  if (!fields.value("rank", json()).is_null()) text += " on rank " + text_of(fields["rank"]);
+  if (!fields.value("host", json()).is_null()) text += " of host " + text_of(fields["host"]);
+  if (fields.value("samples", json()).is_array() && !fields["samples"].empty())
+    text += ", caused by sample " + text_of(fields["samples"]);
+  const json culprit = fields.value("config_culprit", json());
+  if (culprit.is_array() && !culprit.empty()) {
+    std::vector<std::string> changes;
+    for (const auto& change : culprit)
+      changes.push_back(fmt::format("{} {} → {}", text_of(change["key"]),
+                                    text_of(change["baseline"]), text_of(change["failing"])));
+    text += fmt::format("; the config change to blame: {}", fmt::join(changes, ", "));
+  }
+  const json scale = fields.value("min_scale", json());
+  if (scale.is_object())
+    text += fmt::format("; it reproduces on {} rank{} in {} steps", text_of(scale["ranks"]),
+                        scale.value("ranks", 1) == 1 ? "" : "s", text_of(scale["steps"]));
+  return text + ".";
+}
+
+}  // namespace
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const auto& arg : argv) {
+    const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
+    });
+    if (plain) {
+      words.push_back(arg);
+      continue;
+    }
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    words.push_back(quoted + "'");
+  }
+  return fmt::format("{}", fmt::join(words, " "));
+}
+
+Report gather_finding(const store::Store& store, int64_t finding_id, const GatherOptions& options) {
+  const auto info = store.get_finding(finding_id);
+  if (!info)
+    throw UserError("no finding F" + std::to_string(finding_id), store.path(),
+                    "see `faultline findings`");
+  const json fields = json::parse(info->fields_json);
+  const json repro = json::parse(info->repro_json);
+  const json evidence = fields.value("evidence", json::object());
+  Report report;
+  report.subject = Subject::Finding;
+  report.title = fmt::format("Finding F{}", finding_id);
+  report.verdict = finding_verdict(fields);
+  if (fields.value("step", json()).is_number()) report.bad_step = fields["step"].get<int64_t>();
+
+  add_fact(report.location, "step", fields.value("step", json()));
+  add_fact(report.location, "phase", fields.value("phase", json()));
+  add_fact(report.location, "module / parameter", fields.value("where", json()));
+  add_fact(report.location, "samples", fields.value("samples", json()));
+  add_fact(report.location, "shards", fields.value("shards", json()));
+  add_fact(report.location, "rank", fields.value("rank", json()));
+  if (fields.value("ranks", json::array()).size() > 1)
+    add_fact(report.location, "ranks", fields["ranks"]);
+  add_fact(report.location, "host", fields.value("host", json()));
+  add_fact(report.location, "detail", fields.value("detail", json()));
+  report.rank_evidence = rank_table(evidence.value("ranks", json()));
+
+  const json culprit = fields.value("config_culprit", json());
+  report.has_baseline = culprit.is_array();
+  for (const auto& change : culprit.is_array() ? culprit : json::array())
+    report.config_culprit.push_back(
+        {text_of(change["key"]), text_of(change["baseline"]), text_of(change["failing"])});
+
+  const json host_facts = evidence.value("host", json::object());
+  for (const auto& [key, value] : host_facts.items())
+    report.deciding_facts.push_back({key, text_of(value)});
+  add_fact(report.deciding_facts, "replay tolerance (relative loss)",
+           fields.value("tolerance", json()));
+
+  const int64_t evidence_run = fields.value("evidence_run", int64_t{0});
+  const int64_t failing_run = evidence.value("failing_run", json(evidence_run)).is_number()
+                                  ? evidence.value("failing_run", evidence_run)
+                                  : evidence_run;
+  report.summary.push_back(
+      {"search",
+       fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps)",
+                   fields.value("trials", 0), fields.value("trials_reused", 0),
+                   fields.value("steps_executed", 0), fields.value("rank_steps_executed", 0))});
+  const json scale = fields.value("min_scale", json());
+  if (scale.is_object())
+    report.summary.push_back(
+        {"smallest setup",
+         fmt::format("{} rank(s), steps {}..{}, {:g}% of the data", text_of(scale["ranks"]),
+                     scale.value("from_step", 0) + 1, text_of(scale["steps"]),
+                     100 * scale.value("data_fraction", 1.0))});
+  report.summary.push_back({"failing run", std::to_string(failing_run)});
+  report.summary.push_back({"replay run", std::to_string(evidence_run)});
+  report.summary.push_back({"found", info->created_at});
+  for (const auto& why : fields.value("skipped", json::array()))
+    report.notes.push_back(text_of(why));
+
+  if (info->search_id)
+    if (auto search = store.get_search(*info->search_id))
+      report.timeline =
+          timeline_of(store, json::parse(search->state_json).value("timeline", json::array()));
+  if (report.timeline.empty())
+    report.notes.push_back("the search's trials were not recorded (found by an older faultline)");
+
+  report.repro_command = fmt::format("faultline repro F{}", finding_id);
+  report.trainer_command =
+      shell_command(repro.value("argv", json::array()).get<std::vector<std::string>>());
+
+  // The curves: the failing run, the replay the finding stands on, and a healthy reference.
+  const auto subject = load_run(store, failing_run);
+  Curves failing{fmt::format("failing run {}", failing_run), SeriesRole::Subject,
+                 store.steps(failing_run, -1)};
+  std::vector<Curves> others;
+  if (evidence_run != failing_run && evidence_run > 0) {
+    const auto replay = load_run(store, evidence_run);
+    const bool healthy = replay.failures.empty();
+    others.push_back({fmt::format("{}-rank replay (run {})", replay.ranks, evidence_run),
+                      healthy ? SeriesRole::Reference : SeriesRole::Replay,
+                      store.steps(evidence_run, -1)});
+  }
+  const std::string pass = harness::to_string(harness::Verdict::Pass);
+  for (const auto& trial : report.timeline)
+    if (trial.phase.rfind(kBaselinePhase, 0) == 0 && trial.verdict == pass) {
+      others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
+                        store.steps(trial.run_id, -1)});
+      break;
+    }
+  const auto band = reference_band(store, subject, options, report.notes);
+  if (std::none_of(others.begin(), others.end(),
+                   [](const Curves& c) { return c.role == SeriesRole::Reference; }) &&
+      !band)
+    report.notes.push_back(
+        "no healthy reference to compare with: give isolate a baseline (--baseline-set) or store "
+        "one with `faultline reference add`");
+  report.loss = lowest_rank_loss(failing.steps);
+  report.plots = metric_plots(failing, others, band);
+  return report;
+}
+
+Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions& options) {
+  const auto run = load_run(store, run_id);
+  const auto summary = store.summarize(run_id);
+  Report report;
+  report.subject = Subject::Run;
+  report.title = fmt::format("Run {}", run_id);
+  report.failed = !run.failures.empty();
+  if (report.failed) {
+    const auto& first = run.failures.front();
+    report.verdict = fmt::format("Run {} failed: {}", run_id, what_happened(first.kind));
+    if (first.step >= 0) report.verdict += fmt::format(" at step {}", first.step);
+    if (first.rank >= 0) report.verdict += fmt::format(" on rank {}", first.rank);
+    report.verdict += ".";
+    for (const auto& failure : run.failures)
+      if (failure.step >= 0 && (!report.bad_step || failure.step < *report.bad_step))
+        report.bad_step = failure.step;
+  } else {
+    report.verdict = fmt::format("Run {} {} after {} step{} on {} rank{}", run_id,
+                                 run.verdict.empty() ? store::to_string(run.status) : run.verdict,
+                                 summary.last_step, summary.last_step == 1 ? "" : "s", run.ranks,
+                                 run.ranks == 1 ? "" : "s");
+    if (summary.first_loss && summary.last_loss)
+      report.verdict +=
+          fmt::format("; loss {:.4g} → {:.4g}", *summary.first_loss, *summary.last_loss);
+    report.verdict += ".";
+  }
+  report.failures.columns = {"kind", "step", "rank", "detail"};
+  for (const auto& failure : run.failures)
+    report.failures.rows.push_back(
+        {failure.kind, failure.step >= 0 ? std::to_string(failure.step) : "",
+         failure.rank >= 0 ? std::to_string(failure.rank) : "", failure.detail});
+  const auto anomalies = store.anomalies(run_id);
+  if (!anomalies.empty()) {
+    const auto& first = anomalies.front();
+    add_fact(report.location, "first anomaly", json(first.kind));
+    add_fact(report.location, "step", json(first.step));
+    add_fact(report.location, "phase", first.phase.empty() ? json() : json(first.phase));
+    add_fact(report.location, "module / parameter",
+             first.where.empty() ? json() : json(first.where));
+    add_fact(report.location, "rank", json(first.rank));
+    add_fact(report.location, "detail", first.detail.empty() ? json() : json(first.detail));
+  }
+  report.summary = {{"recipe", run.config_path},
+                    {"ranks", std::to_string(run.ranks)},
+                    {"steps", fmt::format("{} of {} asked", summary.last_step, run.steps)},
+                    {"status", store::to_string(run.status)},
+                    {"started", run.started_at},
+                    {"ended", run.ended_at},
+                    {"started by", run.parent}};
+  if (run.exit_code) report.summary.push_back({"exit code", std::to_string(*run.exit_code)});
+  if (run.signal) report.summary.push_back({"signal", *run.signal});
+  if (report.failed) report.repro_command = fmt::format("faultline isolate --run {}", run_id);
+  report.trainer_command =
+      shell_command(json::parse(run.argv_json).get<std::vector<std::string>>());
+  Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, store.steps(run_id, -1)};
+  const auto band = reference_band(store, run, options, report.notes);
+  report.loss = lowest_rank_loss(curves.steps);
+  report.plots = metric_plots(curves, {}, band);
+  return report;
+}
+
+}  // namespace faultline::report

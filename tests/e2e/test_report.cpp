@@ -1,0 +1,85 @@
+// End-to-end: `faultline report` of a real isolate finding (a NaN planted in blocks.1.mlp at
+// step 12) and of the failing run it started from, as HTML and Markdown; bad ids are exit 2.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/cli.hpp"
+
+using namespace faultline::testing;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+namespace {
+
+const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class Report : public ::testing::Test {
+ protected:
+  // One isolate for the whole suite: every test reads the same stored finding.
+  static void SetUpTestSuite() {
+    dir_ = make_temp_dir("report");
+    isolate_ = faultline_cli({"isolate", "-c", kMicro, "--json", "--set", "dist.ranks=2", "--set",
+                              "fault.nan_step=12", "--set", "fault.nan_layer=blocks.1.mlp"},
+                             dir_, 300);
+  }
+  void SetUp() override {
+    ASSERT_EQ(isolate_.result.exit_code, 0) << isolate_.result.output;
+    ASSERT_EQ(isolate_.doc.at("finding_id"), 1) << isolate_.doc.dump();
+  }
+  static std::string dir_;
+  static Cli isolate_;
+};
+std::string Report::dir_;
+Cli Report::isolate_;
+
+TEST_F(Report, AFindingAsHtmlAndMarkdownNamesTheStepModuleAndRepro) {
+  const std::string html = dir_ + "/f1.html", md = dir_ + "/f1.md";
+  auto cli = faultline_cli({"report", "F1", "--html", html, "--md", md}, dir_);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("wrote " + html));
+  const std::string page = read_text(html);
+  EXPECT_THAT(page, HasSubstr("at step 12 in blocks.1.mlp (forward)"));
+  EXPECT_THAT(page, HasSubstr("<pre id=\"repro\">faultline repro F1</pre>"));
+  EXPECT_THAT(page, HasSubstr("\"bad_step\":12"));
+  EXPECT_THAT(page, HasSubstr("failing run ")) << "the 2-rank failing run is plotted";
+  EXPECT_THAT(page, HasSubstr("1-rank replay")) << "beside its 1-rank replay";
+  EXPECT_THAT(page, HasSubstr("The search: "));
+  EXPECT_THAT(page, Not(HasSubstr("<script src")));
+  const std::string markdown = read_text(md);
+  EXPECT_THAT(markdown, HasSubstr("| step | `12` |"));
+  EXPECT_THAT(markdown, HasSubstr("| module / parameter | `blocks.1.mlp` |"));
+  EXPECT_THAT(markdown, HasSubstr("```sh\nfaultline repro F1\n```"));
+  EXPECT_THAT(markdown, HasSubstr("✕")) << "the NaN shows in the sparkline";
+  EXPECT_THAT(markdown, HasSubstr("▁"));
+}
+
+TEST_F(Report, TheFailingRunIsReportedWithItsFailures) {
+  const int64_t run = isolate_.doc.at("failing_run").get<int64_t>();
+  auto cli = faultline_cli({"report", std::to_string(run)}, dir_);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_THAT(cli.result.output,
+              HasSubstr("failed: Training went non-finite (NaN/Inf) at step 12"));
+  EXPECT_THAT(cli.result.output, HasSubstr("| nonfinite | 12 |"));
+  EXPECT_THAT(cli.result.output, HasSubstr("faultline isolate --run " + std::to_string(run)));
+}
+
+TEST_F(Report, UnknownSubjectsAreUsageErrors) {
+  auto missing = faultline_cli({"report", "F9"}, dir_);
+  EXPECT_EQ(missing.result.exit_code, 2);
+  EXPECT_THAT(missing.result.output, HasSubstr("faultline: error: no finding F9"));
+  auto word = faultline_cli({"report", "latest"}, dir_);
+  EXPECT_EQ(word.result.exit_code, 2);
+  EXPECT_THAT(word.result.output, HasSubstr("'latest' is neither a finding nor a run"));
+  auto folder = faultline_cli({"report", "F1", "--html", dir_ + "/no/such/dir/x.html"}, dir_);
+  EXPECT_EQ(folder.result.exit_code, 2);
+  EXPECT_THAT(folder.result.output, HasSubstr("cannot write the report"));
+}
+
+}  // namespace

@@ -1,0 +1,86 @@
+// Tests for report/plot_data: step records → plot lines → the page's JSON.
+#include "report/plot_data.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "store_test_records.hpp"
+
+namespace faultline::report {
+namespace {
+
+using faultline::testing::step_record;
+using nlohmann::json;
+
+const json& plot(const json& doc, const std::string& id) {
+  for (const auto& p : doc.at("plots"))
+    if (p.at("id") == id) return p;
+  throw std::runtime_error("no plot " + id);
+}
+
+TEST(PlotData, LinesShareOneStepAxisWithNullsAndNonFiniteStepsNamed) {
+  Curves failing{"failing run 3",
+                 SeriesRole::Subject,
+                 {step_record(0, 1, 4.0), step_record(0, 2, 3.5), step_record(0, 3, NAN),
+                  step_record(1, 1, 4.1), step_record(1, 2, 3.6), step_record(1, 3, NAN)}};
+  Curves baseline{
+      "baseline (run 5)", SeriesRole::Reference, {step_record(0, 2, 3.4), step_record(0, 4, 3.0)}};
+  const json doc = plots_json(metric_plots(failing, {baseline}, std::nullopt), 3);
+  EXPECT_EQ(doc.at("bad_step"), 3);
+  const json& loss = plot(doc, "loss");
+  EXPECT_EQ(loss.at("x"), json({1, 2, 3, 4}));
+  ASSERT_EQ(loss.at("series").size(), 3u);
+  EXPECT_EQ(loss.at("series")[0].at("label"), "failing run 3 · rank 0");
+  EXPECT_EQ(loss.at("series")[0].at("values"), json({4.0, 3.5, nullptr, nullptr}));
+  EXPECT_EQ(loss.at("series")[0].at("nonfinite"), json({3}));
+  EXPECT_EQ(loss.at("series")[1].at("label"), "failing run 3 · rank 1");
+  EXPECT_EQ(loss.at("series")[2].at("role"), "reference");
+  EXPECT_EQ(loss.at("series")[2].at("values"), json({nullptr, 3.4, nullptr, 3.0}));
+}
+
+TEST(PlotData, StepTimeIsSplitIntoComputeDataAndCommPerRank) {
+  Curves run{"run 1", SeriesRole::Subject, {step_record(0, 1, 4.0), step_record(1, 1, 4.0)}};
+  const json time =
+      plot(plots_json(metric_plots(run, {}, std::nullopt), std::nullopt), "step_time");
+  ASSERT_EQ(time.at("series").size(), 6u);
+  EXPECT_EQ(time.at("series")[0].at("label"), "rank 0 compute");
+  EXPECT_EQ(time.at("series")[0].at("values"), json({93.0}));  // 100 - 5 - 2
+  EXPECT_EQ(time.at("series")[2].at("label"), "rank 0 data");
+  EXPECT_EQ(time.at("series")[5].at("label"), "rank 1 comm");
+  EXPECT_EQ(plot(plots_json(metric_plots(run, {}, std::nullopt), std::nullopt), "memory")
+                .at("series")[1]
+                .at("values"),
+            json({1.0}));  // MiB
+}
+
+TEST(PlotData, MetricsATrainerNeverWroteAreLeftOut) {
+  auto record = step_record(0, 1, 4.0);
+  record.has_grad_norm = false;
+  const auto plots = metric_plots({"run 1", SeriesRole::Subject, {record}}, {}, std::nullopt);
+  for (const auto& p : plots) EXPECT_NE(p.id, "grad_norm");
+  EXPECT_EQ(plots.front().id, "loss");
+}
+
+TEST(PlotData, TheBandSpansTheReferenceRunsAtStepsTheyAllHave) {
+  const Band band =
+      loss_band("ref", {{step_record(0, 1, 4.0), step_record(0, 2, 3.0)},
+                        {step_record(0, 1, 4.4), step_record(0, 2, 2.8), step_record(0, 3, 2.5)}});
+  EXPECT_EQ(band.steps, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(band.low, (std::vector<double>{4.0, 2.8}));
+  EXPECT_EQ(band.high, (std::vector<double>{4.4, 3.0}));
+  const json loss = plot(
+      plots_json(metric_plots({"run 1", SeriesRole::Subject, {step_record(0, 1, 4.2)}}, {}, band),
+                 std::nullopt),
+      "loss");
+  EXPECT_EQ(loss.at("series")[1].at("role"), "band_high");
+  EXPECT_EQ(loss.at("series")[2].at("role"), "band_low");
+}
+
+TEST(PlotData, LowestRankLossIsTheSparklineInput) {
+  EXPECT_EQ(lowest_rank_loss({step_record(1, 1, 9), step_record(2, 1, 8), step_record(1, 2, 7)}),
+            (std::vector<double>{9, 7}));
+}
+
+}  // namespace
+}  // namespace faultline::report

@@ -1,0 +1,139 @@
+// Tests for report/report_gather on a real store: a run's and a finding's report say what the
+// stored rows say; unknown ids are user errors.
+#include "report/report_gather.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "store_test_records.hpp"
+#include "test_support.hpp"
+
+namespace faultline::report {
+namespace {
+
+using faultline::testing::ScratchDir;
+using faultline::testing::step_record;
+using nlohmann::json;
+
+int64_t stored_run(store::Store& store, std::vector<store::RunFailure> failures, int64_t steps,
+                   double nan_from = INFINITY) {
+  store::RunInfo info;
+  info.config_path = "/recipes/micro.toml";
+  info.steps = steps;
+  info.argv_json = R"(["faultline-train","--config","/tmp/my dir/r.toml"])";
+  const int64_t id = store.create_run(info);
+  std::vector<StepRecord> records;
+  for (int64_t step = 1; step <= steps; ++step)
+    records.push_back(step_record(0, step, step >= nan_from ? NAN : 5.0 - 0.1 * step));
+  store.add_steps(id, records);
+  info.status = store::RunStatus::Finished;
+  info.verdict = failures.empty() ? "pass" : "fail";
+  info.failures = std::move(failures);
+  store.finish_run(id, info);
+  return id;
+}
+
+TEST(ReportGather, AFailedRunShowsItsFailureStepAndCurves) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t id = stored_run(store, {{"nonfinite", 7, 0, "loss is NaN"}}, 9, 7);
+  const Report report = gather_run(store, id, {});
+  EXPECT_EQ(report.subject, Subject::Run);
+  EXPECT_EQ(report.verdict, "Run " + std::to_string(id) +
+                                " failed: Training went non-finite (NaN/Inf) at step 7 on rank 0.");
+  EXPECT_EQ(report.bad_step, 7);
+  ASSERT_EQ(report.failures.rows.size(), 1u);
+  EXPECT_EQ(report.failures.rows[0][3], "loss is NaN");
+  EXPECT_EQ(report.repro_command, "faultline isolate --run " + std::to_string(id));
+  EXPECT_EQ(report.trainer_command, "faultline-train --config '/tmp/my dir/r.toml'");
+  EXPECT_EQ(report.loss.size(), 9u);
+  ASSERT_FALSE(report.plots.empty());
+  EXPECT_EQ(report.plots.front().id, "loss");
+}
+
+TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"nonfinite", 6, 0, ""}}, 8, 6);
+  const int64_t replay = stored_run(store, {{"nonfinite", 6, 0, ""}}, 6, 6);
+  const int64_t baseline = stored_run(store, {}, 8);
+  const int64_t seed = stored_run(store, {}, 8);
+  store.add_reference({0, "micro-seeds", {baseline, seed}, "/recipes/micro.toml", "", ""});
+  const json timeline = json::array({{{"phase", "reproduce"},
+                                      {"run", replay},
+                                      {"verdict", "fail"},
+                                      {"reused", false},
+                                      {"steps_run", 6},
+                                      {"wall_s", 1.5}},
+                                     {{"phase", "config: baseline"},
+                                      {"run", baseline},
+                                      {"verdict", "pass"},
+                                      {"reused", true},
+                                      {"steps_run", 0},
+                                      {"wall_s", 0.0}}});
+  const int64_t search = store.create_search("isolate", json{{"timeline", timeline}}.dump());
+  store::FindingInfo info;
+  info.kind = "nonfinite";
+  info.fields_json =
+      json{{"kind", "nonfinite"},
+           {"step", 6},
+           {"phase", "forward"},
+           {"where", "blocks.1.mlp"},
+           {"rank", nullptr},
+           {"samples", nullptr},
+           {"config_culprit",
+            json::array({{{"key", "optim.lr"}, {"baseline", "0.003"}, {"failing", "10.0"}}})},
+           {"min_scale", {{"ranks", 1}, {"from_step", 0}, {"steps", 6}, {"data_fraction", 0.5}}},
+           {"trials", 2},
+           {"trials_reused", 1},
+           {"evidence_run", replay},
+           {"tolerance", 1e-5},
+           {"evidence", {{"failing_run", failing}, {"host", {{"cpu", "x86"}}}}}}
+          .dump();
+  info.repro_json = json{{"argv", {"faultline-train", "--set", "fault.nan_step=6"}}}.dump();
+  info.search_id = search;
+  const int64_t id = store.add_finding(info);
+
+  const Report report = gather_finding(store, id, {});
+  EXPECT_EQ(report.verdict,
+            "Training went non-finite (NaN/Inf) at step 6 in blocks.1.mlp (forward); the config "
+            "change to blame: optim.lr 0.003 → 10.0; it reproduces on 1 rank in 6 steps.");
+  EXPECT_EQ(report.bad_step, 6);
+  EXPECT_EQ(report.repro_command, "faultline repro F" + std::to_string(id));
+  EXPECT_EQ(report.trainer_command, "faultline-train --set fault.nan_step=6");
+  ASSERT_EQ(report.timeline.size(), 2u);
+  EXPECT_EQ(report.timeline[0].tested, "1 rank · steps 1..6");
+  EXPECT_EQ(report.timeline[0].failure, "nonfinite at step 6 (rank 0)");
+  EXPECT_TRUE(report.timeline[1].reused);
+  ASSERT_EQ(report.config_culprit.size(), 1u);
+  EXPECT_EQ(report.config_culprit[0].failing, "10.0");
+  ASSERT_FALSE(report.deciding_facts.empty());
+  EXPECT_EQ(report.deciding_facts[0].label, "cpu");
+  // failing run (rank 0), the replay, the baseline, the reference band's two edges.
+  const auto& loss = report.plots.front();
+  ASSERT_EQ(loss.series.size(), 5u);
+  EXPECT_EQ(loss.series[1].role, SeriesRole::Replay);
+  EXPECT_EQ(loss.series[2].label, "baseline (run " + std::to_string(baseline) + ")");
+  EXPECT_EQ(loss.series[3].role, SeriesRole::BandHigh);
+}
+
+TEST(ReportGather, UnknownIdsAreUserErrors) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  EXPECT_EQ(faultline::testing::user_error([&] { gather_finding(store, 4, {}); }).what,
+            "no finding F4");
+  EXPECT_EQ(faultline::testing::user_error([&] { gather_run(store, 9, {}); }).what, "no run 9");
+  const int64_t id = stored_run(store, {}, 2);
+  EXPECT_EQ(faultline::testing::user_error([&] { gather_run(store, id, {"nope"}); }).what,
+            "no reference named 'nope'");
+}
+
+TEST(ReportGather, ShellCommandQuotesWhatAShellWouldSplit) {
+  EXPECT_EQ(shell_command({"a", "b c", "it's", "--set", "x.y=1", ""}),
+            "a 'b c' 'it'\\''s' --set x.y=1 ''");
+}
+
+}  // namespace
+}  // namespace faultline::report
