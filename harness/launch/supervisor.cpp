@@ -74,6 +74,10 @@ void await_stacks(RunningTrial& trial, const std::vector<RankLaunch>& ranks, int
 
 }  // namespace
 
+std::string gpu_records_path(const std::string& metrics_path) {
+  return metrics_path + ".gpu.jsonl";
+}
+
 SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& ranks,
                            const SuperviseOptions& options, RecordSink& sink) {
   const auto start = Clock::now();
@@ -82,8 +86,12 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   result.last_step.assign(count, 0);
   result.collectives.assign(count, 0);
   std::vector<MetricsTail> tails;
-  for (const auto& rank : ranks)
+  // The CUPTI probe (--cupti) writes its gpu records next to each rank's metrics file.
+  std::vector<MetricsTail> gpu_tails;
+  for (const auto& rank : ranks) {
     tails.emplace_back(rank.log_records ? rank.log_path : rank.metrics_path);
+    gpu_tails.emplace_back(gpu_records_path(rank.metrics_path));
+  }
   std::vector<Clock::time_point> last_progress(count, start);
   std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
   std::optional<Clock::time_point> first_death;
@@ -119,6 +127,16 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
           last_progress[rank] = Clock::now();
         }
         sink.on_record(static_cast<int>(rank), *parsed.record);
+      }
+      for (const auto& line :
+           final_read ? gpu_tails[rank].read_rest() : gpu_tails[rank].read_new_lines()) {
+        ParsedLine parsed = parse_metrics_line(line);
+        if (parsed.status == ParseStatus::Malformed) {
+          ++result.malformed_lines;
+          sink.on_malformed(static_cast<int>(rank), line, parsed.error);
+        } else if (parsed.record && std::holds_alternative<GpuRecord>(*parsed.record)) {
+          sink.on_record(static_cast<int>(rank), *parsed.record);
+        }
       }
     }
   };

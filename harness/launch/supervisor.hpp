@@ -67,6 +67,10 @@ struct SupervisedResult {
   double wall_s = 0;
 };
 
+// The file the CUPTI probe appends a rank's gpu records to (gpu/timeline/gpu_record.hpp names
+// it the same way): `<metrics>.gpu.jsonl`.
+std::string gpu_records_path(const std::string& metrics_path);
+
 SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& ranks,
                            const SuperviseOptions& options, RecordSink& sink);
 

@@ -65,6 +65,8 @@ class IngestSink : public RecordSink {
   void add(const AnomalyRecord& r) { anomalies_.push_back(r); }
   void add(const EventRecord& r) { events_.push_back(r); }
   void add(const FingerprintRecord& r) { fingerprints_.push_back(r); }
+  // gpu records are judged (the detectors join them with the steps), not stored.
+  void add(const GpuRecord&) {}
 
   // A malformed line may be any bytes; what is kept must be valid text (JSON, the terminal).
   static std::string printable(std::string text) {

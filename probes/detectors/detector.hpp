@@ -22,6 +22,8 @@ class Detector {
   virtual ~Detector() = default;
   virtual void observe(const StepRecord&) {}
   virtual void observe(const AnomalyRecord&) {}
+  virtual void observe(const EventRecord&) {}
+  virtual void observe(const GpuRecord&) {}
   // Adds what was found so far; with `final`, also the judgements that need the whole run.
   virtual void judge(Findings& out, bool final) const = 0;
 };

@@ -27,4 +27,8 @@ void add_resource_detectors(DetectorList& out, const Thresholds& thresholds);
 // A rank slower than its peers step after step (straggler.cpp): straggler.
 void add_straggler_detector(DetectorList& out, const Thresholds& thresholds);
 
+// The GPU's time per step from the CUPTI probe's gpu records (gpu.cpp): data_stall evidence (GPU
+// idle while data loads) and slow_comm (a rank's NCCL time far above its peers').
+void add_gpu_detector(DetectorList& out, const Thresholds& thresholds);
+
 }  // namespace faultline::detectors

@@ -18,7 +18,7 @@ struct KindInfo {
 };
 
 constexpr Severity F = Severity::Failure;
-constexpr std::array<KindInfo, 19> kNames = {{
+constexpr std::array<KindInfo, 20> kNames = {{
     {FailureKind::Nonfinite, "nonfinite", F, ""},
     {FailureKind::Data, "data", F, ""},
     {FailureKind::LossSpike, "loss_spike", F, ""},
@@ -42,6 +42,9 @@ constexpr std::array<KindInfo, 19> kNames = {{
     {FailureKind::BadInit, "bad_init", Severity::Warning,
      "the model starts miscalibrated: check model.init_std and the output layer's init (a "
      "uniform prediction gives ln(vocab size))"},
+    {FailureKind::SlowComm, "slow_comm", Severity::Warning,
+     "its NCCL kernels run longer: a slow link or GPU at that rank, or it reaches each collective "
+     "first and waits for late peers; `faultline check nccl` measures the links"},
 }};
 
 }  // namespace

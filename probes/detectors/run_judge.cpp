@@ -15,6 +15,7 @@ RunJudge::RunJudge(Thresholds thresholds, RunContext context)
   add_lr_detector(detectors_, thresholds_, context_);
   add_resource_detectors(detectors_, thresholds_);
   add_straggler_detector(detectors_, thresholds_);
+  add_gpu_detector(detectors_, thresholds_);
 }
 
 void RunJudge::observe(const StepRecord& record) {
@@ -30,6 +31,7 @@ void RunJudge::observe(const AnomalyRecord& record) {
 
 void RunJudge::observe(const EventRecord& record) {
   max_rank_ = std::max(max_rank_, record.rank);
+  for (auto& detector : detectors_) detector->observe(record);
   if (record.name != "start" && record.name != "end") return;
   // Events keep their free fields in the raw line; a malformed one is simply not used.
   nlohmann::json fields = nlohmann::json::parse(record.json, nullptr, false);
@@ -46,6 +48,8 @@ void RunJudge::observe(const MetricsRecord& record) {
   if (const auto* step = std::get_if<StepRecord>(&record)) observe(*step);
   if (const auto* anomaly = std::get_if<AnomalyRecord>(&record)) observe(*anomaly);
   if (const auto* event = std::get_if<EventRecord>(&record)) observe(*event);
+  if (const auto* gpu = std::get_if<GpuRecord>(&record))
+    for (auto& detector : detectors_) detector->observe(*gpu);
 }
 
 std::vector<Failure> RunJudge::judge(bool final) const {

@@ -70,6 +70,10 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("straggler.min_steps"), t.straggler.min_steps, kAtLeastOne);
   b.bind(key("straggler.clock"), t.straggler.clock, {"auto", "wall"});
 
+  b.bind(key("gpu.enabled"), t.gpu.enabled);
+  b.bind(key("gpu.nccl_factor"), t.gpu.nccl_factor, kFactor);
+  b.bind(key("gpu.nccl_min_excess_ms"), t.gpu.nccl_min_excess_ms, kNonNegative);
+  b.bind(key("gpu.min_steps"), t.gpu.min_steps, kAtLeastOne);
   b.bind(key("slow.enabled"), t.slow.enabled);
   b.bind(key("slow.min_ratio"), t.slow.min_ratio, kShare);
   b.bind(key("nondeterministic.enabled"), t.nondeterministic.enabled);

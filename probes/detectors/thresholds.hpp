@@ -92,6 +92,14 @@ struct Thresholds {
     // wall compute time otherwise; "wall": always wall time.
     std::string clock = "auto";
   } straggler;
+  struct Gpu {
+    bool enabled = true;
+    // slow_comm: a rank's median NCCL ms per step at least nccl_factor x the other ranks' median
+    // and at least nccl_min_excess_ms above it, over at least min_steps joined steps.
+    double nccl_factor = 2.0;
+    double nccl_min_excess_ms = 1.0;
+    int64_t min_steps = 5;
+  } gpu;
   struct Slow {
     bool enabled = true;
     double min_ratio = 0.75;  // run tokens/s below min_ratio x baseline tokens/s is slow

@@ -176,6 +176,8 @@ class MetricsWriter:
             "world_size": int(os.environ.get("WORLD_SIZE", "1") or 1),
             "local_rank": int(os.environ.get("LOCAL_RANK", str(self.rank)) or self.rank),
             "host": os.environ.get("FAULTLINE_HOST") or socket.gethostname(),
+            # Joins the CUPTI probe's gpu records (Unix time) with this stream's `t`.
+            "unix_time": round(time.time(), 6),
         }
         defaults.update(fields)
         self.event("start", **defaults)

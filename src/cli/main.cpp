@@ -10,6 +10,7 @@
 #include "cli/browse_commands.hpp"
 #include "cli/data_command.hpp"
 #include "cli/error_output.hpp"
+#include "cli/gpu_commands.hpp"
 #include "cli/import_command.hpp"
 #include "cli/isolate_commands.hpp"
 #include "cli/reference_command.hpp"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   add_import_command(app, exit_code);
   add_reference_commands(app, exit_code);
   add_report_command(app, exit_code);
+  add_check_commands(app);
   auto* bisect = add_isolate_commands(app, exit_code);
   add_bisect_commits_command(*bisect, exit_code);
   add_export_commands(app);

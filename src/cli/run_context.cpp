@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/gpu_commands.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
 #include "probes/detectors/thresholds.hpp"
@@ -64,6 +65,8 @@ void add_context_options(CLI::App& command) {
   command.add_option("--step-timeout", options.step_timeout_s,
                      "seconds without a step record that make a hang");
   command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
+  command.add_flag("--cupti", options.cupti,
+                   "load the CUPTI probe into every rank: gpu records of busy, NCCL and idle time");
 }
 
 std::string resolve_db_path(const std::string& flag) {
@@ -94,6 +97,8 @@ harness::RunnerOptions runner_options(const RunContextOptions& options) {
   runner.supervise.startup_s = options.startup_s;
   if (!options.detectors.empty()) runner.thresholds = detectors::load_thresholds(options.detectors);
   runner.interrupted = interrupt_flag();
+  // The ranks inherit faultline's environment; faultline itself never loads CUDA.
+  if (options.cupti) setenv("CUDA_INJECTION64_PATH", resolve_cupti_library().c_str(), 1);
   return runner;
 }
 
@@ -113,7 +118,8 @@ store::Store open_store(const RunContextOptions& options) {
 
 std::string judge_identity(const RunContextOptions& options) {
   std::string identity = "step_timeout_s=" + std::to_string(options.step_timeout_s) +
-                         ";startup_s=" + std::to_string(options.startup_s) + ";detectors=";
+                         ";startup_s=" + std::to_string(options.startup_s) +
+                         (options.cupti ? ";cupti" : "") + ";detectors=";
   if (!options.detectors.empty()) {
     std::ifstream in(options.detectors, std::ios::binary);
     identity += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -27,6 +27,7 @@ struct RunContextOptions {
   double startup_s = 120;
   bool json = false;
   bool quiet = false;  // no progress lines on stderr
+  bool cupti = false;  // --cupti: every rank runs with the CUPTI probe (CUDA_INJECTION64_PATH)
 };
 
 // The one instance the options of every command write to.

@@ -47,10 +47,14 @@ std::string text(const json& record, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-int64_t required_int(const json& record, const char* key) {
+double required_real(const json& record, const char* key) {
   if (!record.contains(key))
     throw std::invalid_argument(std::string("missing field '") + key + "'");
-  return static_cast<int64_t>(real(record, key));
+  return real(record, key);
+}
+
+int64_t required_int(const json& record, const char* key) {
+  return static_cast<int64_t>(required_real(record, key));
 }
 }  // namespace
 
@@ -118,6 +122,24 @@ ParsedLine parse_metrics_line(std::string_view line) {
       EventRecord event{rank, t, text(record, "name"), maybe_int(record, "step"),
                         std::string(line)};
       parsed.record = event;
+    } else if (type == "gpu") {
+      GpuRecord gpu;
+      gpu.rank = rank;
+      gpu.t = t;
+      gpu.device = static_cast<int>(real(record, "device"));
+      gpu.unix_t0 = required_real(record, "unix_t0");
+      gpu.unix_t1 = required_real(record, "unix_t1");
+      if (!(gpu.unix_t1 > gpu.unix_t0)) throw std::invalid_argument("unix_t1 is not after unix_t0");
+      gpu.busy_ms = real(record, "busy_ms");
+      gpu.compute_ms = real(record, "compute_ms");
+      gpu.nccl_ms = real(record, "nccl_ms");
+      gpu.overlap_ms = real(record, "overlap_ms");
+      gpu.memcpy_ms = real(record, "memcpy_ms");
+      gpu.idle_ms = real(record, "idle_ms");
+      gpu.max_gap_ms = real(record, "max_gap_ms");
+      gpu.kernels = static_cast<int64_t>(real(record, "kernels"));
+      gpu.nccl_kernels = static_cast<int64_t>(real(record, "nccl_kernels"));
+      parsed.record = gpu;
     } else {
       parsed.status = ParseStatus::UnknownType;
       return parsed;

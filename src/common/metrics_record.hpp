@@ -59,7 +59,21 @@ struct EventRecord {
   std::string json;  // the whole line: events carry free fields (config, path, status, ...)
 };
 
-using MetricsRecord = std::variant<StepRecord, AnomalyRecord, FingerprintRecord, EventRecord>;
+// What one GPU did in one short interval, from the CUPTI probe (gpu/cupti): unions of kernel and
+// memcpy time. Its times are Unix seconds, so it joins a rank's steps through the `unix_time` of
+// the rank's start event (docs/metrics-protocol.md, "gpu").
+struct GpuRecord {
+  int rank = 0;
+  double t = 0;
+  int device = 0;
+  double unix_t0 = 0, unix_t1 = 0;
+  double busy_ms = 0, compute_ms = 0, nccl_ms = 0, overlap_ms = 0, memcpy_ms = 0, idle_ms = 0;
+  double max_gap_ms = 0;
+  int64_t kernels = 0, nccl_kernels = 0;
+};
+
+using MetricsRecord =
+    std::variant<StepRecord, AnomalyRecord, FingerprintRecord, EventRecord, GpuRecord>;
 
 enum class ParseStatus { Ok, Malformed, UnknownType };
 

@@ -1,11 +1,17 @@
 // Builds the trainer's JSON records. Non-finite values go through number(): JSON has no NaN.
 #include "trainer/records.hpp"
 
+#include <chrono>
 #include <cmath>
 
 namespace faultline::trainer {
 
 namespace {
+double unix_time_s() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return std::round(std::chrono::duration<double>(now).count() * 1e6) / 1e6;
+}
+
 // The name of the parameter holding the first non-finite element of `flat`, or "".
 std::string first_nonfinite_param(const FlatParams& params, const torch::Tensor& flat) {
   torch::NoGradGuard no_grad;
@@ -38,7 +44,9 @@ void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const 
                           {"blas_kernel_source", runtime.blas_kernel_source},
                           {"torch_version", runtime.torch_version},
                           {"cpu", runtime.cpu_model},
-                          {"mem_total_bytes", total_memory_bytes()}});
+                          {"mem_total_bytes", total_memory_bytes()},
+                          // Joins the CUPTI probe's gpu records (Unix time) with this stream's t.
+                          {"unix_time", unix_time_s()}});
 }
 
 void write_step_record(MetricsWriter& metrics, const StepRecord& r) {

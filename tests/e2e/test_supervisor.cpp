@@ -19,9 +19,10 @@ class CountingSink : public RecordSink {
  public:
   void on_record(int, const MetricsRecord& record) override {
     if (std::holds_alternative<StepRecord>(record)) ++steps;
+    if (std::holds_alternative<GpuRecord>(record)) ++gpu;
   }
   void on_malformed(int, const std::string&, const std::string&) override { ++malformed; }
-  int steps = 0, malformed = 0;
+  int steps = 0, malformed = 0, gpu = 0;
 };
 
 std::vector<RankLaunch> trainer_ranks(int count, const std::string& dir,
@@ -71,6 +72,30 @@ TEST(Supervisor, HealthyTwoRankRunEndsCleanly) {
   EXPECT_EQ(result.last_step, (std::vector<int64_t>{10, 10}));
   EXPECT_EQ(sink.steps, 20);
   EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+// The CUPTI probe's records come from a second file next to the rank's metrics: gpu records are
+// read from it (a malformed line counted), anything else in it is not.
+TEST(Supervisor, GpuRecordsAreReadFromTheProbesFile) {
+  std::string dir = faultline::testing::make_temp_dir("sup-gpu");
+  RankLaunch launch;
+  launch.metrics_path = dir + "/metrics.rank0.jsonl";
+  launch.log_path = dir + "/rank0.log";
+  const std::string gpu = gpu_records_path(launch.metrics_path);
+  EXPECT_EQ(gpu, dir + "/metrics.rank0.jsonl.gpu.jsonl");
+  const std::string interval = R"({"v":1,"type":"gpu","rank":0,"t":0.1,"unix_t0":5,"unix_t1":5.1})";
+  launch.argv = {"/bin/sh", "-c",
+                 "echo '{\"v\":1,\"type\":\"step\",\"rank\":0,\"t\":1,\"step\":1}' >> " +
+                     launch.metrics_path + "; echo '" + interval + "' >> " + gpu + "; echo '" +
+                     interval + "' >> " + gpu + "; echo 'not json' >> " + gpu +
+                     "; echo '{\"v\":1,\"type\":\"step\",\"rank\":0,\"t\":1,\"step\":2}' >> " +
+                     gpu};
+  CountingSink sink;
+  auto result = run({launch}, {}, sink);
+  EXPECT_FALSE(result.crash);
+  EXPECT_EQ(sink.steps, 1);
+  EXPECT_EQ(sink.gpu, 2);
+  EXPECT_EQ(sink.malformed, 1);
 }
 
 TEST(Supervisor, HangIsCaughtWithinTheStepTimeoutAndLeavesNoProcess) {

@@ -1,6 +1,8 @@
 // Tests for src/common/metrics_record.cpp: the optional step field cpu_ms (the bundled trainer
-// writes it; other trainers may not).
+// writes it; other trainers may not), and the `gpu` record as the CUPTI probe writes it.
 #include "common/metrics_record.hpp"
+
+#include "gpu/timeline/gpu_record.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +32,40 @@ TEST(MetricsRecord, CpuTimeIsOptional) {
   ParsedLine text = parse_metrics_line(head + R"(,"cpu_ms":"fast"})");
   EXPECT_EQ(text.status, ParseStatus::Malformed);
   EXPECT_EQ(text.error, "field 'cpu_ms' is not a number");
+}
+
+TEST(MetricsRecord, GpuRecordFromTheCuptiProbeReadsBack) {
+  gpu::IntervalFigures f;
+  f.device = 2;
+  f.start_ns = 1000000000;
+  f.end_ns = 1100000000;
+  f.busy_ms = 70;
+  f.compute_ms = 50;
+  f.nccl_ms = 30;
+  f.overlap_ms = 10;
+  f.idle_ms = 30;
+  f.nccl_kernels = 4;
+  const std::string line = gpu::gpu_record_line(f, 1, {1700000000000000000, 0});
+  ParsedLine parsed = parse_metrics_line(line.substr(0, line.size() - 1));
+  ASSERT_EQ(parsed.status, ParseStatus::Ok) << parsed.error;
+  const auto& gpu = std::get<GpuRecord>(*parsed.record);
+  EXPECT_EQ(gpu.rank, 1);
+  EXPECT_EQ(gpu.device, 2);
+  EXPECT_DOUBLE_EQ(gpu.unix_t0, 1700000001.0);
+  EXPECT_DOUBLE_EQ(gpu.unix_t1, 1700000001.1);
+  EXPECT_DOUBLE_EQ(gpu.nccl_ms, 30);
+  EXPECT_DOUBLE_EQ(gpu.idle_ms, 30);
+  EXPECT_EQ(gpu.nccl_kernels, 4);
+}
+
+TEST(MetricsRecord, GpuRecordNeedsItsInterval) {
+  ParsedLine missing = parse_metrics_line(R"({"v":1,"type":"gpu","rank":0,"t":1,"unix_t0":5})");
+  EXPECT_EQ(missing.status, ParseStatus::Malformed);
+  EXPECT_EQ(missing.error, "missing field 'unix_t1'");
+  ParsedLine reversed =
+      parse_metrics_line(R"({"v":1,"type":"gpu","rank":0,"t":1,"unix_t0":5,"unix_t1":4})");
+  EXPECT_EQ(reversed.status, ParseStatus::Malformed);
+  EXPECT_EQ(reversed.error, "unix_t1 is not after unix_t0");
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+// Joins gpu interval records with step windows by Unix time, pro rata per interval.
+#include "probes/detectors/gpu_time.hpp"
+
+#include <algorithm>
+
+namespace faultline::detectors {
+
+namespace {
+double overlap_s(double a0, double a1, double b0, double b1) {
+  return std::max(0.0, std::min(a1, b1) - std::max(a0, b0));
+}
+}  // namespace
+
+void GpuStepJoin::anchor(int rank, double t, double unix_time) {
+  anchors_[rank] = {t, unix_time};
+}
+
+void GpuStepJoin::add(const StepRecord& step) {
+  steps_[step.rank].push_back({step.step, step.t, step.step_ms, step.data_ms});
+}
+
+void GpuStepJoin::add(const GpuRecord& gpu) {
+  gpu_[gpu.rank].push_back(gpu);
+}
+
+std::vector<StepGpuTime> GpuStepJoin::steps() const {
+  std::vector<StepGpuTime> out;
+  for (const auto& [rank, steps] : steps_) {
+    auto anchor = anchors_.find(rank);
+    auto gpu_it = gpu_.find(rank);
+    if (anchor == anchors_.end() || gpu_it == gpu_.end()) continue;
+    std::vector<GpuRecord> records = gpu_it->second;
+    std::sort(records.begin(), records.end(),
+              [](const GpuRecord& a, const GpuRecord& b) { return a.unix_t0 < b.unix_t0; });
+    double longest = 0;
+    for (const auto& r : records) longest = std::max(longest, r.unix_t1 - r.unix_t0);
+    const auto [anchor_t, anchor_unix] = anchor->second;
+    for (const Step& s : steps) {
+      const double end = anchor_unix + (s.t - anchor_t);
+      const double start = end - s.step_ms / 1e3, data_end = start + s.data_ms / 1e3;
+      StepGpuTime joined{rank, s.step, s.step_ms, s.data_ms};
+      // Records start in order; one that starts before start - longest cannot reach the step.
+      auto first = std::lower_bound(records.begin(), records.end(), start - longest,
+                                    [](const GpuRecord& r, double at) { return r.unix_t0 < at; });
+      for (auto it = first; it != records.end() && it->unix_t0 < end; ++it) {
+        const double length = it->unix_t1 - it->unix_t0;
+        const double in_step = overlap_s(it->unix_t0, it->unix_t1, start, end);
+        if (in_step <= 0) continue;
+        const double share = in_step / length;
+        joined.covered_ms += in_step * 1e3;
+        joined.compute_ms += share * it->compute_ms;
+        joined.nccl_ms += share * it->nccl_ms;
+        joined.idle_ms += share * it->idle_ms;
+        joined.idle_in_data_ms +=
+            overlap_s(it->unix_t0, it->unix_t1, start, data_end) / length * it->idle_ms;
+      }
+      if (joined.covered_ms > 0) out.push_back(joined);
+    }
+  }
+  return out;
+}
+
+}  // namespace faultline::detectors

@@ -1,0 +1,44 @@
+// The GPU's side of each step: the CUPTI probe's `gpu` records (interval figures in Unix time)
+// joined with a rank's step records through its start event's `unix_time`. Pure and I/O-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "common/metrics_record.hpp"
+
+namespace faultline::detectors {
+
+// What the GPU did during one step of one rank, in ms. Intervals that straddle the step count
+// pro rata, so the figures are as sharp as the probe's interval (FAULTLINE_CUPTI_INTERVAL_MS).
+struct StepGpuTime {
+  int rank = 0;
+  int64_t step = 0;
+  double step_ms = 0, data_ms = 0;
+  double covered_ms = 0;  // how much of the step the gpu records cover
+  double compute_ms = 0, nccl_ms = 0, idle_ms = 0;
+  double idle_in_data_ms = 0;  // GPU idle while the step's data phase (its first data_ms) ran
+};
+
+class GpuStepJoin {
+ public:
+  // The instant a rank's record time `t` was `unix_time` (its start event).
+  void anchor(int rank, double t, double unix_time);
+  void add(const StepRecord& step);
+  void add(const GpuRecord& gpu);
+  bool has_gpu_records() const { return !gpu_.empty(); }
+  // Steps of ranks with an anchor and gpu records, each with some coverage; by rank, then step.
+  std::vector<StepGpuTime> steps() const;
+
+ private:
+  struct Step {
+    int64_t step;
+    double t, step_ms, data_ms;
+  };
+  std::map<int, std::pair<double, double>> anchors_;  // rank -> (t, unix_time)
+  std::map<int, std::vector<Step>> steps_;
+  std::map<int, std::vector<GpuRecord>> gpu_;
+};
+
+}  // namespace faultline::detectors

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# The GPU checks of faultline, for a machine with an NVIDIA GPU, python3 with a CUDA PyTorch (its
+# LibTorch inside), cmake, ninja and the CUDA toolkit: builds the GPU parts, runs the device tests,
+# the NCCL check, the CUPTI probe on a small PyTorch script (a planted data stall must show as
+# GPU idle time), the probe's overhead and the bf16 benchmark; prints a summary. About 5 minutes.
+#
+#   bash tests/gpu/run.sh            # results and logs in $FAULTLINE_GPU_OUT (default build-gpu/out)
+#
+# What it builds depends on what the machine has (docs/gpu.md):
+# - the full project (faultline, faultline-train, every test) when CMake finds all of Debian's
+#   packages (fmt, CLI11, nlohmann-json, toml++, SQLite, Boost, GoogleTest, yaml-cpp);
+# - else tests/gpu/standalone: libfaultline_cupti.so and faultline-nccl-check always, the device
+#   tests with GoogleTest, faultline-train with the header-only libraries (installed, or copied
+#   into third_party/gpu-include by tests/gpu/vendor-headers.sh and carried along). `faultline`
+#   itself (SQLite, Boost.Process) is then not built and the planted-NaN `isolate` is skipped.
+# Each step has a time limit; a failing step is reported and the script goes on.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${FAULTLINE_GPU_BUILD:-$root/build-gpu}
+out=${FAULTLINE_GPU_OUT:-$build/out}
+mkdir -p "$out"
+started=$SECONDS
+summary=()
+failures=0
+
+say() { printf '== %s\n' "$*"; }
+record() {  # record STATUS TEXT
+  summary+=("$(printf '%-5s %s' "$1" "$2")")
+  [[ $1 == FAIL ]] && failures=$((failures + 1))
+  say "$1 $2"
+}
+# run_step NAME LIMIT_S COMMAND...: runs with a time limit, output to $out/NAME.log.
+run_step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((330 - (SECONDS - started)))
+  if ((left < 15)); then
+    record SKIP "$name: out of time"
+    return 99
+  fi
+  ((limit > left)) && limit=$left
+  say "$name (limit ${limit}s)"
+  timeout --kill-after=5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 5 "$out/$name.log" | sed 's/^/   | /'
+  return $rc
+}
+json_field() {  # json_field FILE KEY: a field of the last JSON line of FILE
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
+print(json.loads(lines[-1]).get(sys.argv[2], "") if lines else "")
+PY
+}
+
+# ---- 0. the machine
+say "machine"
+nvidia-smi -L 2>&1 | head -8 | tee "$out/gpus.txt"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+torch_info=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.utils.cmake_prefix_path)' 2>&1)
+echo "torch: $torch_info"
+read -r torch_version torch_cuda torch_gpu torch_prefix <<<"$torch_info"
+nvcc_path=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+cuda_root=${CUDAToolkit_ROOT:-$( [[ -n $nvcc_path ]] && dirname "$(dirname "$nvcc_path")")}
+echo "cuda toolkit: ${cuda_root:-none}; cmake: $(cmake --version | head -1); ninja: $(ninja --version 2>&1)"
+if [[ $torch_gpu != True ]]; then
+  record FAIL "PyTorch sees no CUDA GPU ($torch_info): nothing on the GPU can run"
+fi
+# NCCL: the toolkit's, else the one PyTorch's wheel ships (nvidia-nccl-cu13).
+nccl_home=${NCCL_HOME:-}
+if [[ -z $nccl_home && ! -e ${cuda_root:-/nonexistent}/include/nccl.h ]]; then
+  nccl_home=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+  [[ -n $nccl_home && ! -e $nccl_home/lib/libnccl.so && -e $nccl_home/lib/libnccl.so.2 ]] &&
+    mkdir -p "$build/nccl-lib" && ln -sf "$nccl_home/lib/libnccl.so.2" "$build/nccl-lib/libnccl.so" &&
+    export NCCL_HOME_LIB=$build/nccl-lib
+fi
+echo "nccl: ${nccl_home:-from the toolkit}"
+
+# ---- 1. build
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_CUDA=ON
+  "-DTorch_DIR=$torch_prefix/Torch")
+[[ -n $cuda_root ]] && cmake_args+=("-DCUDAToolkit_ROOT=$cuda_root")
+[[ -n $nccl_home ]] && cmake_args+=("-DFAULTLINE_NCCL_INCLUDE=$nccl_home/include"
+  "-DFAULTLINE_NCCL_LIBRARY=${NCCL_HOME_LIB:-$nccl_home/lib}/libnccl.so")
+command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+layout=none
+if run_step configure-full 90 cmake -S "$root" -B "$build/full" "${cmake_args[@]}"; then
+  layout=full
+  bin=$build/full/src/cli
+  train_bin=$build/full/src/trainer/faultline-train
+  test_bin=$build/full/tests/gpu/test_gpu_device
+  targets=(faultline faultline-train faultline-nccl-check faultline_cupti test_gpu_device)
+elif run_step configure-gpu-only 60 cmake -S "$root/tests/gpu/standalone" -B "$build/gpu" "${cmake_args[@]}"; then
+  layout=gpu-only
+  bin=$build/gpu/src/cli
+  train_bin=$build/gpu/trainer/faultline-train
+  test_bin=$build/gpu/tests-gpu/test_gpu_device
+  targets=(faultline-nccl-check faultline_cupti)
+  grep -q 'GoogleTest' "$out/configure-gpu-only.log" || targets+=(test_gpu_device)
+  grep -q 'faultline-train not built' "$out/configure-gpu-only.log" || targets+=(faultline-train)
+fi
+if [[ $layout == none ]]; then
+  record FAIL "configure: neither the full project nor tests/gpu/standalone (see $out/configure-*.log)"
+else
+  record INFO "build layout: $layout (targets: ${targets[*]})"
+  build_dir=$build/full
+  [[ $layout == gpu-only ]] && build_dir=$build/gpu
+  for target in "${targets[@]}"; do
+    if run_step "build-$target" 150 cmake --build "$build_dir" --target "$target" -j "$(nproc)"; then
+      record PASS "build $target"
+    else
+      record FAIL "build $target (see $out/build-$target.log)"
+    fi
+  done
+fi
+bin=${bin:-/nonexistent}
+cupti_lib=$bin/libfaultline_cupti.so
+
+# ---- 2. device tests
+if [[ -x ${test_bin:-/nonexistent} ]]; then
+  if run_step gpu-tests 60 "$test_bin"; then
+    record PASS "device tests ($(grep -c '\[       OK \]' "$out/gpu-tests.log") ok, $(grep -c '\[  SKIPPED \]' "$out/gpu-tests.log") skipped)"
+  else
+    record FAIL "device tests (see $out/gpu-tests.log)"
+  fi
+else
+  record SKIP "device tests: test_gpu_device not built (no GoogleTest?)"
+fi
+
+# ---- 3. NCCL check over every visible GPU (one GPU: correctness only)
+if [[ -x $bin/faultline-nccl-check ]]; then
+  run_step nccl-check 60 "$bin/faultline-nccl-check" --bytes $((256 << 20)) --iters 20
+  rc=$?
+  status=PASS
+  ((rc != 0)) && status=FAIL
+  record $status "nccl check on $gpus GPU(s), exit $rc: $(grep -E '^(all ranks|one GPU|pass|slow)' "$out/nccl-check.log" | tr '\n' ' ')"
+else
+  record SKIP "nccl check: faultline-nccl-check not built"
+fi
+
+# ---- 4. the CUPTI probe on a PyTorch script with a planted 30 ms data stall per step, 1-rank NCCL
+probe_records=$out/probe.gpu.jsonl
+rm -f "$probe_records"
+if [[ -e $cupti_lib ]]; then
+  if run_step cupti-probe 60 env CUDA_INJECTION64_PATH="$cupti_lib" FAULTLINE_CUPTI_OUT="$probe_records" \
+    FAULTLINE_CUPTI_INTERVAL_MS=10 python3 "$root/tests/gpu/bench_gpt.py" --shape small \
+    --steps 40 --warmup 5 --data-sleep-ms 30 --nccl --no-matmul; then
+    figures=$(python3 - "$probe_records" "$out/cupti-probe.log" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+run = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")][-1]
+total = lambda k: sum(r[k] for r in rows)
+span = sum((r["unix_t1"] - r["unix_t0"]) * 1000 for r in rows)
+idle = total("idle_ms") / span if span else 0
+# A 30 ms sleep in a step of step_ms: the GPU should be idle at least about that share.
+expected = 30 / run["step_ms"]
+ok = rows and total("kernels") > 0 and idle >= 0.8 * expected
+print(("OK" if ok else "BAD") + f" {len(rows)} records, {total('kernels')} kernels, "
+      f"{total('nccl_kernels')} NCCL kernels, busy {total('busy_ms'):.0f} ms, NCCL {total('nccl_ms'):.1f} ms, "
+      f"memcpy {total('memcpy_ms'):.1f} ms, idle share {idle:.2f} (planted stall {expected:.2f}), late {total('late')}")
+PY
+)
+    [[ $figures == OK* ]] && record PASS "cupti probe: ${figures#OK }" || record FAIL "cupti probe: ${figures#BAD }"
+  else
+    record FAIL "cupti probe run (see $out/cupti-probe.log)"
+  fi
+else
+  record SKIP "cupti probe: libfaultline_cupti.so not built"
+fi
+
+# ---- 5. benchmark: Python PyTorch bf16 (small and large), MFU; CUPTI overhead on vs off
+for shape in small large; do
+  if run_step "bench-python-$shape" 60 python3 "$root/tests/gpu/bench_gpt.py" --shape "$shape" --steps 40; then
+    log=$out/bench-python-$shape.log
+    record INFO "python bf16 $shape: $(json_field "$log" tokens_per_s) tokens/s, step $(json_field "$log" step_ms) ms, MFU $(json_field "$log" mfu) of $(json_field "$log" bf16_matmul_tflops) TFLOP/s measured bf16 matmul"
+  else
+    record FAIL "python bench $shape (see $out/bench-python-$shape.log)"
+  fi
+done
+if [[ -e $cupti_lib ]] &&
+  run_step overhead-off 45 python3 "$root/tests/gpu/bench_gpt.py" --shape large --steps 40 --no-matmul &&
+  run_step overhead-on 45 env CUDA_INJECTION64_PATH="$cupti_lib" FAULTLINE_CUPTI_OUT="$out/overhead.gpu.jsonl" \
+    python3 "$root/tests/gpu/bench_gpt.py" --shape large --steps 40 --no-matmul; then
+  off=$(json_field "$out/overhead-off.log" step_ms)
+  on=$(json_field "$out/overhead-on.log" step_ms)
+  record INFO "cupti overhead (large, 100 ms intervals): step $off ms off, $on ms on: $(python3 -c "print(f'{($on / $off - 1) * 100:+.2f} %')") (target < 1 %)"
+else
+  record SKIP "cupti overhead: probe or bench missing"
+fi
+# faultline-train has no CUDA path yet (docs/gpu.md): its tokens/s here would be a CPU number.
+if [[ -x ${train_bin:-/nonexistent} ]]; then
+  if run_step train-small-cpu 60 "$train_bin" -c "$root/recipes/train/small.toml" --out "$out/train-small"; then
+    record INFO "faultline-train small (CPU: no CUDA path yet; no ratio): $(grep -o '[0-9]* tokens/s' "$out/train-small-cpu.log" | tail -1)"
+  else
+    record FAIL "faultline-train small built but failed (see $out/train-small-cpu.log)"
+  fi
+else
+  record SKIP "faultline-train vs Python ratio: faultline-train not built"
+fi
+
+# ---- 6. planted NaN through the harness (needs faultline, i.e. the full build)
+if [[ -x $bin/faultline && -x ${train_bin:-/nonexistent} ]]; then
+  if run_step isolate-nan 60 "$bin/faultline" --db "$out/isolate.db" --work-dir "$out/runs" \
+    --trainer "$train_bin" --cupti isolate -c tiny --set fault.nan_step=12 --set fault.nan_layer=blocks.1.mlp --set train.steps=20; then
+    record PASS "isolate planted NaN (CPU trainer, --cupti): $(grep -m1 -i 'first bad\|nonfinite' "$out/isolate-nan.log")"
+  else
+    record FAIL "isolate planted NaN (see $out/isolate-nan.log)"
+  fi
+else
+  record SKIP "isolate planted NaN: faultline not built ($layout build)"
+fi
+
+# ---- summary
+echo
+echo "faultline GPU checks: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $((failures > 0))
