@@ -197,6 +197,17 @@ TEST(Browse, GcKeepsWhatAFindingsReproNeedsAndReproStillWorks) {
   ASSERT_FALSE(resume.empty()) << "the repro resumes from run 1's checkpoint";
   ASSERT_TRUE(fs::exists(resume));
 
+  // A finding exports its search's trials, and its evidence run's records.
+  auto trials = faultline_cli(
+      {"export", "F1", "--what", "trials", "--format", "jsonl", "-o", dir + "/t.jsonl"}, dir);
+  ASSERT_EQ(trials.result.exit_code, 0) << trials.result.output;
+  const auto fields = nlohmann::json::parse(finding->fields_json);
+  EXPECT_EQ(lines_of(dir + "/t.jsonl").size(), fields.at("trials").get<size_t>());
+  auto evidence = faultline_cli({"export", "F1", "-o", dir + "/f1.csv"}, dir);
+  ASSERT_EQ(evidence.result.exit_code, 0) << evidence.result.output;
+  EXPECT_EQ(lines_of(dir + "/f1.csv").size(),
+            store.steps(fields.at("evidence_run").get<int64_t>()).size() + 1);
+
   auto dry = faultline_cli({"gc", "--dry-run"}, dir);
   ASSERT_EQ(dry.result.exit_code, 0) << dry.result.output;
   EXPECT_THAT(dry.result.output, HasSubstr("would remove (dry run):"));
