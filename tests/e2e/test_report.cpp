@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "support/cli.hpp"
@@ -80,6 +81,12 @@ TEST_F(Report, UnknownSubjectsAreUsageErrors) {
   auto folder = faultline_cli({"report", "F1", "--html", dir_ + "/no/such/dir/x.html"}, dir_);
   EXPECT_EQ(folder.result.exit_code, 2);
   EXPECT_THAT(folder.result.output, HasSubstr("cannot write the report"));
+  // A browser that fails to draw is named, not a crash (the browser test draws a real PNG).
+  ::setenv("FAULTLINE_CHROMIUM", "/bin/false", 1);
+  auto png = faultline_cli({"report", "F1", "--png", dir_ + "/x.png"}, dir_);
+  ::unsetenv("FAULTLINE_CHROMIUM");
+  EXPECT_EQ(png.result.exit_code, 2);
+  EXPECT_THAT(png.result.output, HasSubstr("chromium could not draw the PNG"));
 }
 
 }  // namespace
