@@ -7,6 +7,7 @@ packages=(
   libcli11-dev libfmt-dev libboost1.81-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libgtest-dev libyaml-cpp-dev
   python3-torch
+  slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${packages[@]}"; do
