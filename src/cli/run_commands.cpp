@@ -17,7 +17,6 @@
 #include "common/resources.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
-#include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ladder.hpp"
 #include "harness/trial/trial_cache.hpp"
 #include "store/store.hpp"
@@ -88,12 +87,12 @@ int run_train(const TrainArgs& args) {
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
+  auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
-  harness::LocalLauncher launcher;
   TrainProgress progress(progress_style(args.context.quiet));
   auto options = runner_options(args.context);
   options.observer = &progress;
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
   auto outcome = runner.run(spec);
   progress.finish();
   if (args.context.json) {
@@ -120,11 +119,11 @@ int run_smoke(const SmokeArgs& args) {
   auto ladder = harness::load_ladder(resolve_recipe(args.ladder, RecipeKind::Ladder, "--ladder"));
   auto rungs = harness::resolve_ladder(ladder, static_cast<int>(recipe.ranks), recipe.steps);
   for (const auto& rung : rungs) harness::contract::check_launchable(recipe, rung.ranks);
+  auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
-  harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
   if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
 
   // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
   const auto trainer_contract = harness::contract::TrainerContract::of(config);
@@ -216,6 +215,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   train->add_option("--steps", train_args->steps,
                     "stop after this many steps (a prefix of the run)");
   add_context_options(*train);
+  add_launcher_option(*train);
   train->callback([train_args, train, &exit_code] {
     train_args->option_names = option_names(*train);
     exit_code = run_train(*train_args);
@@ -234,6 +234,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
                     "a stored reference (faultline reference add): each rung's loss is judged "
                     "against its runs' (loss_regression)");
   add_context_options(*smoke);
+  add_launcher_option(*smoke);
   smoke->callback([smoke_args, smoke, &exit_code] {
     smoke_args->option_names = option_names(*smoke);
     exit_code = run_smoke(*smoke_args);
