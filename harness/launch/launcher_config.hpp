@@ -28,8 +28,9 @@ struct LauncherConfig {
   SlurmOptions slurm;
 };
 
-// The recipe's launcher.* keys (none when recipe_path is "") with `overrides` (only their launcher.* ones count), and
-// `kind_flag` (--launcher, "" when not given) over launcher.kind. Every problem in one UserError.
+// The recipe's launcher.* keys (none when recipe_path is "") with `overrides` (only their
+// launcher.* ones count), and `kind_flag` (--launcher, "" when not given) over launcher.kind. Every
+// problem in one UserError.
 LauncherConfig load_launcher_config(const std::string& recipe_path,
                                     const std::vector<std::string>& overrides,
                                     const std::string& kind_flag = "");

@@ -48,7 +48,8 @@ std::string quote(const std::string& word) {
 // The shape of the step: --ntasks, --nodes, --ntasks-per-node.
 std::vector<std::string> shape(const SlurmOptions& options, int ranks) {
   int nodes = options.nodes;
-  if (options.tasks_per_node > 0) nodes = (ranks + options.tasks_per_node - 1) / options.tasks_per_node;
+  if (options.tasks_per_node > 0)
+    nodes = (ranks + options.tasks_per_node - 1) / options.tasks_per_node;
   if (nodes <= 0) nodes = 1;
   nodes = std::min(nodes, ranks);
   const int per_node = (ranks + nodes - 1) / nodes;
@@ -102,12 +103,15 @@ std::optional<SchedulerReport> report_of_step_log(const std::string& log) {
     return log.substr(on + 4, log.find(' ', on + 4) - on - 4);
   };
   if (auto at = log.find("DUE TO TIME LIMIT"); at != std::string::npos)
-    return SchedulerReport{SchedulerEnd::TimeLimit, on_node(at), "the Slurm step reached its time limit"};
+    return SchedulerReport{SchedulerEnd::TimeLimit, on_node(at),
+                           "Slurm ended the job at its time limit"};
   if (auto at = log.find("DUE TO NODE FAILURE"); at != std::string::npos)
     return SchedulerReport{SchedulerEnd::NodeFail, on_node(at),
                            "Slurm reported a node failure on " + on_node(at)};
   if (log.find("Out Of Memory") != std::string::npos || log.find("oom-kill") != std::string::npos)
     return SchedulerReport{SchedulerEnd::OutOfMemory, "", "Slurm reported an out-of-memory kill"};
+  if (auto at = log.find(" CANCELLED AT "); at != std::string::npos)
+    return SchedulerReport{SchedulerEnd::Cancelled, on_node(at), "the Slurm job was cancelled"};
   return std::nullopt;
 }
 
@@ -138,11 +142,12 @@ class SlurmTrial : public RunningTrial {
                                      "--output=" + out_dir_ + "/rank%t.log"};
     // Ranks given hosts (FAULTLINE_HOST, `--hosts`: node names here) run on those nodes, each
     // on its own (Slurm's arbitrary distribution); the others wherever Slurm puts them.
-    const auto step_shape = placed_on_hosts(ranks, env)
-                                ? std::vector<std::string>{"--distribution=arbitrary",
-                                                           "--ntasks=" + std::to_string(ranks.size()),
-                                                           "--nodelist=" + env["SLURM_HOSTFILE"]}
-                                : shape(options, static_cast<int>(ranks.size()));
+    const auto step_shape =
+        placed_on_hosts(ranks, env)
+            ? std::vector<std::string>{"--distribution=arbitrary",
+                                       "--ntasks=" + std::to_string(ranks.size()),
+                                       "--nodelist=" + env["SLURM_HOSTFILE"]}
+            : shape(options, static_cast<int>(ranks.size()));
     for (const auto& arg : step_shape) srun.push_back(arg);
     if (!ranks[0].cwd.empty()) srun.push_back("--chdir=" + ranks[0].cwd);
     const char* in_job = std::getenv("SLURM_JOB_ID");
@@ -159,8 +164,7 @@ class SlurmTrial : public RunningTrial {
     for (const auto& arg : ranks[0].argv) srun.push_back(arg);
 
     if (step_mode_) {
-      srun_ = std::make_unique<ChildProcess>(
-          ChildSpec{srun, "", env, out_dir_ + "/srun.log", ""});
+      srun_ = std::make_unique<ChildProcess>(ChildSpec{srun, "", env, out_dir_ + "/srun.log", ""});
       return;
     }
     const std::string script = out_dir_ + "/job.sh";
@@ -185,12 +189,16 @@ class SlurmTrial : public RunningTrial {
   int ranks() const override { return static_cast<int>(status_.size()); }
 
   std::vector<RankStatus> poll() override {
-    for (size_t i = 0; i < status_.size(); ++i)
-      if (status_[i].kind == ExitKind::Running)
-        if (auto exit = read_exit(out_dir_ + "/rank" + std::to_string(i) + ".exit")) {
-          exit->killed_by_harness = status_[i].killed_by_harness;
-          status_[i] = *exit;
-        }
+    for (size_t i = 0; i < status_.size(); ++i) {
+      if (status_[i].kind != ExitKind::Running) continue;
+      auto exit = read_exit(out_dir_ + "/rank" + std::to_string(i) + ".exit");
+      if (!exit) continue;
+      exit->killed_by_harness = status_[i].killed_by_harness;
+      if (exit->kind == ExitKind::Signaled && !exit->killed_by_harness &&
+          (exit->signal == SIGTERM || exit->signal == SIGKILL) && !held_out(*exit))
+        continue;
+      status_[i] = *exit;
+    }
     if (!ended_ && job_over()) {
       ended_ = true;
       // Ranks the scheduler took down wrote no exit file: the job's state says why.
@@ -221,6 +229,8 @@ class SlurmTrial : public RunningTrial {
   // longer lists the job: nothing of the trial is left queued or running.
   void kill_all(std::chrono::milliseconds grace) override {
     if (ended_) return;
+    // What Slurm says about a job faultline cancels itself is not the scheduler's doing.
+    const bool reported_before = report_.has_value();
     bool any_running = false;
     for (auto& status : status_)
       if (status.kind == ExitKind::Running) any_running = status.killed_by_harness = true;
@@ -246,6 +256,7 @@ class SlurmTrial : public RunningTrial {
     }
     poll();
     ended_ = true;
+    if (!reported_before) report_.reset();
   }
 
   std::optional<SchedulerReport> scheduler_report() const override { return report_; }
@@ -258,13 +269,15 @@ class SlurmTrial : public RunningTrial {
       if (in >> at && (first == 0 || at < first)) first = at;
     }
     if (first == 0) return 0;
-    return std::max(0.0, first - std::chrono::duration<double>(launched_.time_since_epoch()).count());
+    return std::max(0.0,
+                    first - std::chrono::duration<double>(launched_.time_since_epoch()).count());
   }
 
  private:
   // With a host for every rank: writes the host file (one line per rank) and names it in
   // SLURM_HOSTFILE; true when the ranks are placed so.
-  bool placed_on_hosts(const std::vector<RankLaunch>& ranks, std::map<std::string, std::string>& env) {
+  bool placed_on_hosts(const std::vector<RankLaunch>& ranks,
+                       std::map<std::string, std::string>& env) {
     std::string lines;
     for (const auto& rank : ranks) {
       auto host = rank.env.find("FAULTLINE_HOST");
@@ -280,13 +293,27 @@ class SlurmTrial : public RunningTrial {
   std::string metrics_path(int rank) const {
     return out_dir_ + "/metrics.rank" + std::to_string(rank) + ".jsonl";
   }
-  std::string log_path(int rank) const { return out_dir_ + "/rank" + std::to_string(rank) + ".log"; }
+  std::string log_path(int rank) const {
+    return out_dir_ + "/rank" + std::to_string(rank) + ".log";
+  }
+
+  // A rank killed by SIGTERM or SIGKILL may be Slurm ending the job (its time limit, a node
+  // failure, a cancel), which slurmstepd says in srun's output as it starts killing: such a
+  // death is held back (false) until that line or the job's end tells, at most 5 s; then it is
+  // the scheduler's (ended_by_scheduler) or the rank's own crash.
+  bool held_out(RankStatus& exit) {
+    if (!report_) report_ = report_of_step_log(file_tail(out_dir_ + "/srun.log", 20000));
+    if (!held_since_) held_since_ = Clock::now();
+    if (!report_ && !ended_ && Clock::now() - *held_since_ < std::chrono::seconds(5)) return false;
+    exit.ended_by_scheduler = report_.has_value();
+    return true;
+  }
 
   // Whether the step or job has ended; sets report_ when the scheduler ended it.
   bool job_over() {
     if (step_mode_) {
       if (!srun_->poll()) return false;
-      report_ = report_of_step_log(file_tail(out_dir_ + "/srun.log", 20000));
+      if (!report_) report_ = report_of_step_log(file_tail(out_dir_ + "/srun.log", 20000));
       return true;
     }
     // scontrol costs a round trip to slurmctld: at most once a second.
@@ -302,7 +329,8 @@ class SlurmTrial : public RunningTrial {
     if (!job.empty() && !slurm::is_final_state(state)) return false;
     bool all_exited = true;
     for (auto& status : status_) all_exited = all_exited && status.kind != ExitKind::Running;
-    if (!all_exited) report_ = report_of(state, job_, job["NodeList"], job["Reason"]);
+    if (!all_exited || report_)
+      if (auto report = report_of(state, job_, job["NodeList"], job["Reason"])) report_ = report;
     return true;
   }
 
@@ -324,8 +352,7 @@ class SlurmTrial : public RunningTrial {
 
   void cancel_step() {
     try {
-      std::istringstream steps(
-          slurm::query({"squeue", "-h", "-s", "-j", job_, "-o", "%i %j"}));
+      std::istringstream steps(slurm::query({"squeue", "-h", "-s", "-j", job_, "-o", "%i %j"}));
       for (std::string id, name; steps >> id >> name;)
         if (name == name_) slurm::query({"scancel", id});
     } catch (const InfraError&) {
@@ -337,6 +364,7 @@ class SlurmTrial : public RunningTrial {
   std::unique_ptr<ChildProcess> srun_;
   std::vector<RankStatus> status_;
   std::optional<SchedulerReport> report_;
+  std::optional<Clock::time_point> held_since_;
   Clock::time_point last_query_{};
   std::chrono::system_clock::time_point launched_;
 };
@@ -350,9 +378,8 @@ std::unique_ptr<RunningTrial> SlurmLauncher::launch(const std::vector<RankLaunch
 std::vector<std::string> slurm_nodes() {
   try {
     const char* list = std::getenv("SLURM_JOB_NODELIST");
-    const std::string hosts =
-        list && *list ? slurm::query({"scontrol", "show", "hostnames", list})
-                      : slurm::query({"sinfo", "-h", "-N", "-o", "%N"});
+    const std::string hosts = list && *list ? slurm::query({"scontrol", "show", "hostnames", list})
+                                            : slurm::query({"sinfo", "-h", "-N", "-o", "%N"});
     std::vector<std::string> nodes;
     std::istringstream words(hosts);
     for (std::string node; words >> node;)

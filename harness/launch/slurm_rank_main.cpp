@@ -73,12 +73,13 @@ int main(int argc, char** argv) {
   replace_rank("FAULTLINE_METRICS", rank);
   replace_rank("FAULTLINE_STACKS", rank);
   {
-    const auto now = std::chrono::duration<double>(
-        std::chrono::system_clock::now().time_since_epoch());
+    const auto now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch());
     std::ofstream(out_dir + "/rank" + rank + ".started") << std::fixed << now.count() << "\n";
   }
 
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT}) std::signal(signal, forward);
+  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT})
+    std::signal(signal, forward);
   g_child = fork();
   if (g_child < 0) {
     std::perror("faultline-slurm-rank: fork");
@@ -98,9 +99,9 @@ int main(int argc, char** argv) {
   }
   // Written whole, then renamed: the launcher never reads half a line.
   const std::string exit_path = out_dir + "/rank" + rank + ".exit";
-  std::ofstream(exit_path + ".tmp") << (WIFSIGNALED(status) ? "signaled " : "exited ")
-                                    << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status))
-                                    << "\n";
+  std::ofstream(exit_path + ".tmp")
+      << (WIFSIGNALED(status) ? "signaled " : "exited ")
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "\n";
   std::rename((exit_path + ".tmp").c_str(), exit_path.c_str());
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

@@ -112,10 +112,10 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope) {
   request.failing = failing_spec(args);
   auto launcher = make_launcher(args.context, request.failing.config_path, args.overrides);
   if (std::string(launcher->name()) == "slurm" && !request.failing.config_path.empty() &&
-      request.failing.hosts.empty() &&
-      std::getenv("SLURM_JOB_NODELIST"))
+      request.failing.hosts.empty() && std::getenv("SLURM_JOB_NODELIST"))
     // Inside an allocation its nodes are the hosts: one rank per node, the rest spares.
-    if (auto nodes = harness::slurm_nodes(); static_cast<int>(nodes.size()) >= request.failing.ranks)
+    if (auto nodes = harness::slurm_nodes();
+        static_cast<int>(nodes.size()) >= request.failing.ranks)
       request.failing.hosts = nodes;
   request.baseline = baseline_spec(args, request.failing);
   if (scope == harness::IsolateScope::Config && !request.baseline)

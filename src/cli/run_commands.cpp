@@ -104,6 +104,8 @@ int run_train(const TrainArgs& args) {
                             {"first_loss", maybe(outcome.first_loss)},
                             {"last_loss", maybe(outcome.last_loss)},
                             {"tokens_per_s", outcome.tokens_per_s},
+                            {"queue_wait_s", outcome.queue_wait_s},
+                            {"run_s", outcome.run_s()},
                             {"malformed", outcome.malformed},
                             {"interrupted", outcome.interrupted}}
                            .dump());
@@ -156,6 +158,8 @@ int run_smoke(const SmokeArgs& args) {
                           {"data_fraction", fraction},
                           {"run_id", outcome.run_id},
                           {"verdict", harness::to_string(outcome.verdict)},
+                          {"queue_wait_s", outcome.queue_wait_s},
+                          {"run_s", outcome.run_s()},
                           {"failures", failures_json(outcome.failures)}});
     if (!args.context.json) print_outcome(outcome, spec);
     if (outcome.interrupted) return static_cast<int>(ExitCode::Infra);

@@ -27,7 +27,7 @@ struct RunContextOptions {
   double step_timeout_s = 60;
   double startup_s = 120;
   bool json = false;
-  bool quiet = false;  // no progress lines on stderr
+  bool quiet = false;    // no progress lines on stderr
   std::string launcher;  // --launcher; "": the recipe's launcher.kind (default local)
 };
 

@@ -339,8 +339,9 @@ void ConfigBinder::finish() {
   ErrorList unknown;
   for (const auto& [key, value] : source_.values()) {
     if (known.count(key)) continue;
-    if (std::any_of(sections_.begin(), sections_.end(),
-                    [&key = key](const std::string& section) { return key.rfind(section, 0) == 0; }))
+    if (std::any_of(sections_.begin(), sections_.end(), [&key = key](const std::string& section) {
+          return key.rfind(section, 0) == 0;
+        }))
       continue;
     std::string hint = did_you_mean(key, known_);
     if (auto option = option_named_by(key, options_); !option.empty())

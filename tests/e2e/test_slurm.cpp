@@ -54,8 +54,9 @@ TEST(Slurm, SmokeOfAHealthyRecipePassesEveryRung) {
 TEST(Slurm, SmokeStopsAPlantedNanAtTheFirstRungThatReachesIt) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-nan");
-  auto cli = on_slurm({"smoke", "-c", kMicro, "--ladder", kLadder},
-                      {"train.steps=20", "fault.nan_step=15", "fault.nan_layer=blocks.0.attn"}, dir);
+  auto cli =
+      on_slurm({"smoke", "-c", kMicro, "--ladder", kLadder},
+               {"train.steps=20", "fault.nan_step=15", "fault.nan_layer=blocks.0.attn"}, dir);
   EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
   ASSERT_EQ(cli.doc.at("rungs").size(), 2u) << cli.doc.dump();
   EXPECT_EQ(cli.doc["rungs"][0]["verdict"], "pass");  // 10 steps never reach step 15
@@ -67,9 +68,9 @@ TEST(Slurm, SmokeStopsAPlantedNanAtTheFirstRungThatReachesIt) {
 TEST(Slurm, IsolateNamesTheRankAndTheNodeOfACorruptGradientOnTwoNodesByTwoTasks) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-isolate");
-  auto cli = on_slurm({"isolate", "-c", kMicro, "--ranks", "4"},
-                      with(kTwoByTwo, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=6"}),
-                      dir);
+  auto cli =
+      on_slurm({"isolate", "-c", kMicro, "--ranks", "4"},
+               with(kTwoByTwo, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=6"}), dir);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence") << cli.doc.dump();
   EXPECT_EQ(cli.doc.at("step"), 6);
@@ -81,7 +82,10 @@ TEST(Slurm, IsolateNamesTheRankAndTheNodeOfACorruptGradientOnTwoNodesByTwoTasks)
 
 TEST(Slurm, JobsTwoGivesTheSameFindingAsJobsOne) {
   REQUIRE_SLURM();
-  const auto overrides = with(kTwoByTwo, {"fault.corrupt_grad_host=n1", "fault.corrupt_grad_step=9"});
+  // n2, not n1: the search's 1-rank replays run on the first free node, n1 (with at most two
+  // trials at once n1 always has a CPU left), and a replay on the bad node would be bad too.
+  const auto overrides =
+      with(kTwoByTwo, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=9"});
   const std::string one_dir = make_temp_dir("slurm-jobs1");
   const std::string two_dir = make_temp_dir("slurm-jobs2");
   auto one = on_slurm({"isolate", "-c", kMicro, "--ranks", "4", "--jobs", "1"}, overrides, one_dir);
@@ -90,7 +94,8 @@ TEST(Slurm, JobsTwoGivesTheSameFindingAsJobsOne) {
   ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
   for (const char* key : {"kind", "step", "ranks", "host", "phase"})
     EXPECT_EQ(one.doc.at(key), two.doc.at(key)) << key;
-  EXPECT_EQ(one.doc.at("host"), "n1");
+  EXPECT_EQ(one.doc.at("host"), "n2");
+  EXPECT_EQ(one.doc.at("ranks"), nlohmann::json::array({2, 3}));
 }
 
 TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
@@ -110,11 +115,29 @@ TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-salloc");
   // salloc runs faultline with SLURM_JOB_ID set: the trial is an srun step of that job.
-  auto salloc = run_process({{"salloc", "--nodes=2", "--ntasks-per-node=2", "--exclude=n3,n4",
-                              FAULTLINE_BIN, "train", "-c", kMicro, "--ranks", "4", "--launcher",
-                              "slurm", "--json", "--db", dir + "/faultline.db", "--work-dir",
-                              dir + "/runs", "--trainer", FAULTLINE_TRAIN_BIN, "--set",
-                              "launcher.tasks_per_node=2", "--set", "train.steps=10"},
+  auto salloc = run_process({{"/usr/bin/salloc",
+                              "--nodes=2",
+                              "--ntasks-per-node=2",
+                              "--exclude=n3,n4",
+                              FAULTLINE_BIN,
+                              "train",
+                              "-c",
+                              kMicro,
+                              "--ranks",
+                              "4",
+                              "--launcher",
+                              "slurm",
+                              "--json",
+                              "--db",
+                              dir + "/faultline.db",
+                              "--work-dir",
+                              dir + "/runs",
+                              "--trainer",
+                              FAULTLINE_TRAIN_BIN,
+                              "--set",
+                              "launcher.tasks_per_node=2",
+                              "--set",
+                              "train.steps=10"},
                              {},
                              300});
   ASSERT_EQ(salloc.exit_code, 0) << salloc.output;

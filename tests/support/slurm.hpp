@@ -18,10 +18,10 @@ int slurm_jobs_mentioning(const std::string& marker);
 
 // Skips the test with the reason when no cluster is reachable; fails it instead where one must
 // be (FAULTLINE_SLURM_REQUIRED=1, set by .ci/run).
-#define REQUIRE_SLURM()                                                           \
-  do {                                                                            \
-    if (auto why = ::faultline::testing::slurm_unavailable()) {                   \
-      if (std::getenv("FAULTLINE_SLURM_REQUIRED")) FAIL() << *why;                \
-      GTEST_SKIP() << *why;                                                       \
-    }                                                                             \
+#define REQUIRE_SLURM()                                            \
+  do {                                                             \
+    if (auto why = ::faultline::testing::slurm_unavailable()) {    \
+      if (std::getenv("FAULTLINE_SLURM_REQUIRED")) FAIL() << *why; \
+      GTEST_SKIP() << *why;                                        \
+    }                                                              \
   } while (0)
