@@ -82,7 +82,11 @@ std::string first_host(const std::string& hostlist) {
   if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
     return hostlist.substr(0, comma);
   const auto end = hostlist.find_first_of("-,]", bracket + 1);
-  return hostlist.substr(0, bracket) + hostlist.substr(bracket + 1, end - bracket - 1);
+  const auto close = hostlist.find(']', bracket);
+  std::string suffix;  // "rack[2-3]-node7": what follows the brackets, up to the next host
+  if (close != std::string::npos)
+    suffix = hostlist.substr(close + 1, hostlist.find_first_of(",[", close + 1) - close - 1);
+  return hostlist.substr(0, bracket) + hostlist.substr(bracket + 1, end - bracket - 1) + suffix;
 }
 
 bool is_final_state(const std::string& state) {

@@ -98,6 +98,22 @@ TEST(Slurm, JobsTwoGivesTheSameFindingAsJobsOne) {
   EXPECT_EQ(one.doc.at("ranks"), nlohmann::json::array({2, 3}));
 }
 
+TEST(Slurm, TheHostSearchRunsEachRankOnItsNodeAndSwapsInSpareNodes) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-hosts");
+  // Rank 0 on n3 (the bad node), rank 1 on n1; n2 and n4 are spares. The 1-rank replays run on
+  // n1, the first free node.
+  auto cli =
+      on_slurm({"isolate", "-c", kMicro, "--ranks", "2", "--hosts", "n3,n1,n2,n4"},
+               {"train.steps=20", "fault.corrupt_grad_host=n3", "fault.corrupt_grad_step=6"}, dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({0})) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("host"), "n3") << cli.doc.dump();
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("ddmin over the hosts"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
 TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-hang");
