@@ -89,6 +89,42 @@ std::string first_host(const std::string& hostlist) {
   return hostlist.substr(0, bracket) + hostlist.substr(bracket + 1, end - bracket - 1) + suffix;
 }
 
+// What the job's state says about its end; nullopt for an ordinary exit.
+std::optional<SchedulerReport> end_of_job(const std::string& state, const std::string& job,
+                                          const std::string& nodes, const std::string& reason) {
+  const std::string detail = "Slurm job " + job + " ended " + state +
+                             (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
+  if (state == "TIMEOUT" || state == "DEADLINE")
+    return SchedulerReport{SchedulerEnd::TimeLimit, "", detail};
+  if (state == "OUT_OF_MEMORY") return SchedulerReport{SchedulerEnd::OutOfMemory, "", detail};
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL")
+    return SchedulerReport{SchedulerEnd::NodeFail, nodes, detail + " on node(s) " + nodes};
+  if (state == "CANCELLED" || state == "PREEMPTED")
+    return SchedulerReport{SchedulerEnd::Cancelled, "", detail};
+  return std::nullopt;
+}
+
+// srun's own words about a step it lost (slurmstepd prints "*** STEP 5.0 ON n1 CANCELLED AT
+// ... DUE TO TIME LIMIT ***").
+std::optional<SchedulerReport> end_in_step_output(const std::string& log) {
+  auto on_node = [&](size_t at) {
+    auto on = log.rfind(" ON ", at);
+    if (on == std::string::npos) return std::string();
+    return log.substr(on + 4, log.find(' ', on + 4) - on - 4);
+  };
+  if (auto at = log.find("DUE TO TIME LIMIT"); at != std::string::npos)
+    return SchedulerReport{SchedulerEnd::TimeLimit, on_node(at),
+                           "Slurm ended the job at its time limit"};
+  if (auto at = log.find("DUE TO NODE FAILURE"); at != std::string::npos)
+    return SchedulerReport{SchedulerEnd::NodeFail, on_node(at),
+                           "Slurm reported a node failure on " + on_node(at)};
+  if (log.find("Out Of Memory") != std::string::npos || log.find("oom-kill") != std::string::npos)
+    return SchedulerReport{SchedulerEnd::OutOfMemory, "", "Slurm reported an out-of-memory kill"};
+  if (auto at = log.find(" CANCELLED AT "); at != std::string::npos)
+    return SchedulerReport{SchedulerEnd::Cancelled, on_node(at), "the Slurm job was cancelled"};
+  return std::nullopt;
+}
+
 bool is_final_state(const std::string& state) {
   return state != "PENDING" && state != "RUNNING" && state != "COMPLETING" &&
          state != "CONFIGURING" && state != "SUSPENDED" && state != "REQUEUED" &&

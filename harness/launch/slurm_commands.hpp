@@ -3,8 +3,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "harness/launch/launcher.hpp"
 
 namespace faultline::harness::slurm {
 
@@ -19,6 +22,15 @@ std::map<std::string, std::string> show(const std::string& kind, const std::stri
 
 // The first host of a Slurm host list: "n[3-4,7],m1" → "n3".
 std::string first_host(const std::string& hostlist);
+
+// What a finished job's state (scontrol's JobState, NodeList, Reason) says about its end;
+// nullopt for an ordinary one (COMPLETED, FAILED: the ranks' own exits tell).
+std::optional<SchedulerReport> end_of_job(const std::string& state, const std::string& job,
+                                          const std::string& nodes, const std::string& reason);
+
+// The same from srun's output, where slurmstepd says why it kills a step ("*** STEP 5.0 ON n1
+// CANCELLED AT ... DUE TO TIME LIMIT ***"); nullopt when it says nothing of the kind.
+std::optional<SchedulerReport> end_in_step_output(const std::string& output);
 
 // Job states after which the job is gone from squeue for good.
 bool is_final_state(const std::string& state);

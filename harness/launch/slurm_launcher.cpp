@@ -79,42 +79,6 @@ std::optional<RankStatus> read_exit(const std::string& path) {
   return status;
 }
 
-// What the job's state says about its end; nullopt for an ordinary exit.
-std::optional<SchedulerReport> report_of(const std::string& state, const std::string& job,
-                                         const std::string& nodes, const std::string& reason) {
-  const std::string detail = "Slurm job " + job + " ended " + state +
-                             (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
-  if (state == "TIMEOUT" || state == "DEADLINE")
-    return SchedulerReport{SchedulerEnd::TimeLimit, "", detail};
-  if (state == "OUT_OF_MEMORY") return SchedulerReport{SchedulerEnd::OutOfMemory, "", detail};
-  if (state == "NODE_FAIL" || state == "BOOT_FAIL")
-    return SchedulerReport{SchedulerEnd::NodeFail, nodes, detail + " on node(s) " + nodes};
-  if (state == "CANCELLED" || state == "PREEMPTED")
-    return SchedulerReport{SchedulerEnd::Cancelled, "", detail};
-  return std::nullopt;
-}
-
-// srun's own words about a step it lost (slurmstepd prints "*** STEP 5.0 ON n1 CANCELLED AT
-// ... DUE TO TIME LIMIT ***").
-std::optional<SchedulerReport> report_of_step_log(const std::string& log) {
-  auto on_node = [&](size_t at) {
-    auto on = log.rfind(" ON ", at);
-    if (on == std::string::npos) return std::string();
-    return log.substr(on + 4, log.find(' ', on + 4) - on - 4);
-  };
-  if (auto at = log.find("DUE TO TIME LIMIT"); at != std::string::npos)
-    return SchedulerReport{SchedulerEnd::TimeLimit, on_node(at),
-                           "Slurm ended the job at its time limit"};
-  if (auto at = log.find("DUE TO NODE FAILURE"); at != std::string::npos)
-    return SchedulerReport{SchedulerEnd::NodeFail, on_node(at),
-                           "Slurm reported a node failure on " + on_node(at)};
-  if (log.find("Out Of Memory") != std::string::npos || log.find("oom-kill") != std::string::npos)
-    return SchedulerReport{SchedulerEnd::OutOfMemory, "", "Slurm reported an out-of-memory kill"};
-  if (auto at = log.find(" CANCELLED AT "); at != std::string::npos)
-    return SchedulerReport{SchedulerEnd::Cancelled, on_node(at), "the Slurm job was cancelled"};
-  return std::nullopt;
-}
-
 class SlurmTrial : public RunningTrial {
  public:
   SlurmTrial(const SlurmOptions& options, const std::vector<RankLaunch>& ranks) {
@@ -302,7 +266,7 @@ class SlurmTrial : public RunningTrial {
   // death is held back (false) until that line or the job's end tells, at most 5 s; then it is
   // the scheduler's (ended_by_scheduler) or the rank's own crash.
   bool held_out(RankStatus& exit) {
-    if (!report_) report_ = report_of_step_log(file_tail(out_dir_ + "/srun.log", 20000));
+    if (!report_) report_ = slurm::end_in_step_output(file_tail(out_dir_ + "/srun.log", 20000));
     if (!held_since_) held_since_ = Clock::now();
     if (!report_ && !ended_ && Clock::now() - *held_since_ < std::chrono::seconds(5)) return false;
     exit.ended_by_scheduler = report_.has_value();
@@ -313,7 +277,7 @@ class SlurmTrial : public RunningTrial {
   bool job_over() {
     if (step_mode_) {
       if (!srun_->poll()) return false;
-      if (!report_) report_ = report_of_step_log(file_tail(out_dir_ + "/srun.log", 20000));
+      if (!report_) report_ = slurm::end_in_step_output(file_tail(out_dir_ + "/srun.log", 20000));
       return true;
     }
     // scontrol costs a round trip to slurmctld: at most once a second.
@@ -330,7 +294,8 @@ class SlurmTrial : public RunningTrial {
     bool all_exited = true;
     for (auto& status : status_) all_exited = all_exited && status.kind != ExitKind::Running;
     if (!all_exited || report_)
-      if (auto report = report_of(state, job_, job["NodeList"], job["Reason"])) report_ = report;
+      if (auto report = slurm::end_of_job(state, job_, job["NodeList"], job["Reason"]))
+        report_ = report;
     return true;
   }
 
