@@ -3,7 +3,6 @@
 // from the files faultline-slurm-rank leaves; the job's or step's end from Slurm.
 #include "harness/launch/slurm_launcher.hpp"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -106,19 +105,22 @@ class SlurmTrial : public RunningTrial {
                                      "--output=" + out_dir_ + "/rank%t.log"};
     // Ranks given hosts (FAULTLINE_HOST, `--hosts`: node names here) run on those nodes, each
     // on its own (Slurm's arbitrary distribution); the others wherever Slurm puts them.
+    // A trial placed on its ranks' hosts takes no --nodelist of the recipe's.
+    SlurmOptions where = options;
+    const bool on_hosts = placed_on_hosts(ranks, env);
+    if (on_hosts) where.nodelist.clear();
     const auto step_shape =
-        placed_on_hosts(ranks, env)
-            ? std::vector<std::string>{"--distribution=arbitrary",
-                                       "--ntasks=" + std::to_string(ranks.size()),
-                                       "--nodelist=" + env["SLURM_HOSTFILE"]}
-            : shape(options, static_cast<int>(ranks.size()));
+        on_hosts ? std::vector<std::string>{"--distribution=arbitrary",
+                                            "--ntasks=" + std::to_string(ranks.size()),
+                                            "--nodelist=" + env["SLURM_HOSTFILE"]}
+                 : shape(options, static_cast<int>(ranks.size()));
     for (const auto& arg : step_shape) srun.push_back(arg);
     if (!ranks[0].cwd.empty()) srun.push_back("--chdir=" + ranks[0].cwd);
     const char* in_job = std::getenv("SLURM_JOB_ID");
     step_mode_ = in_job && *in_job;
     if (step_mode_) {
       job_ = in_job;
-      for (auto& arg : placement(options)) srun.push_back(arg);
+      for (auto& arg : placement(where)) srun.push_back(arg);
       srun.push_back("--exact");
     }
     for (const auto& arg : options.srun_args) srun.push_back(arg);
@@ -141,7 +143,7 @@ class SlurmTrial : public RunningTrial {
     std::vector<std::string> sbatch = {"sbatch", "--parsable", "--job-name=" + name_,
                                        "--output=" + out_dir_ + "/srun.log"};
     for (const auto& arg : step_shape) sbatch.push_back(arg);
-    for (auto& arg : placement(options)) sbatch.push_back(arg);
+    for (auto& arg : placement(where)) sbatch.push_back(arg);
     sbatch.push_back(script);
     std::string answer = slurm::query(sbatch, env);
     job_ = answer.substr(0, answer.find_first_of(";\n"));
