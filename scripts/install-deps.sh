@@ -9,6 +9,7 @@ packages=(
   libsqlite3-dev libgtest-dev libyaml-cpp-dev
   python3-torch
   chromium
+  slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${packages[@]}"; do

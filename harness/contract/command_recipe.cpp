@@ -70,6 +70,8 @@ const std::vector<std::string>& ask_names() {
 
 CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& cli_options) {
+  // [launcher] is the harness's (harness/launch/launcher_config.hpp), never the trainer's.
+  source = source.without("launcher");
   // The trainer's own config file: its keys are the recipe's too (a recipe key overrides one).
   std::vector<std::string> file_keys;
   if (auto it = source.values().find("trainer.config_file"); it != source.values().end()) {
@@ -83,6 +85,7 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
   }
   const auto file = source.values();
   source.apply_overrides(overrides);
+  source = source.without("launcher");
   ErrorList errors;
   std::vector<std::string> own_keys;
   for (const auto& [key, value] : file)

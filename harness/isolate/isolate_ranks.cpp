@@ -210,6 +210,17 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   };
   std::string host_note;
   if (location.ranks.size() == 1) location.host = host_of(location.ranks[0]);
+  // Several odd ranks are one host's when they are exactly the ranks on it (a bad node of a
+  // Slurm job with several tasks per node).
+  if (location.ranks.size() > 1 && !host_of(location.ranks[0]).empty()) {
+    bool exactly_its_ranks = true;
+    for (int rank = 0; rank < world; ++rank)
+      exactly_its_ranks =
+          exactly_its_ranks && (host_of(rank) == host_of(location.ranks[0])) ==
+                                   (std::find(location.ranks.begin(), location.ranks.end(), rank) !=
+                                    location.ranks.end());
+    if (exactly_its_ranks) location.host = host_of(location.ranks[0]);
+  }
   const std::vector<std::string> spares(
       spec.hosts.begin() + static_cast<std::ptrdiff_t>(failing_hosts.size()), spec.hosts.end());
   if (!location.ranks.empty() && failing_hosts.size() == static_cast<size_t>(world) &&

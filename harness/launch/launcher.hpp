@@ -36,7 +36,19 @@ struct RankStatus {
   int exit_code = 0;  // when Exited
   int signal = 0;     // when Signaled
   bool killed_by_harness = false;
+  // Ended by the scheduler (its time limit, a node failure), not by itself: the trial's
+  // RunningTrial::scheduler_report() says why.
+  bool ended_by_scheduler = false;
   std::chrono::steady_clock::time_point ended;
+};
+
+// Why a batch scheduler ended a trial's job or step (Slurm's job states).
+enum class SchedulerEnd { TimeLimit, OutOfMemory, NodeFail, Cancelled, Other };
+
+struct SchedulerReport {
+  SchedulerEnd end = SchedulerEnd::Other;
+  std::string node;    // the node it names, when it names one
+  std::string detail;  // e.g. "job 42 TIMEOUT", Slurm's own words
 };
 
 // The running ranks of one trial.
@@ -50,6 +62,10 @@ class RunningTrial {
   virtual void kill_all(std::chrono::milliseconds grace) = 0;
   // Sends `signal` to every rank still running (e.g. SIGUSR1: print your stacks).
   virtual void signal_all(int signal) = 0;
+  // Set once the scheduler ended the trial on its own; nullopt for a local trial.
+  virtual std::optional<SchedulerReport> scheduler_report() const { return std::nullopt; }
+  // Seconds between the launch and the first rank starting (a queued job's wait); 0 locally.
+  virtual double queue_wait_s() const { return 0; }
 };
 
 class Launcher {

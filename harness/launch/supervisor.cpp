@@ -153,7 +153,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
         continue;
       }
       bool failed = status.kind == ExitKind::Signaled || status.exit_code != 0;
-      if (failed && !status.killed_by_harness && !result.crash) {
+      if (failed && !status.killed_by_harness && !status.ended_by_scheduler && !result.crash) {
         result.crash = CrashReport{static_cast<int>(rank), status.exit_code, status.signal,
                                    result.last_step[rank] + 1};
         first_death = now;

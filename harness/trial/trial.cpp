@@ -134,6 +134,31 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
                       "rank " + std::to_string(crash.rank) + " " + how});
 }
 
+// A job or step the scheduler ended (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED).
+void classify_scheduler_end(const SchedulerReport& report, const SupervisedResult& result,
+                            std::vector<detectors::Failure>& failures, std::string& infra_detail) {
+  const int64_t step =
+      result.last_step.empty()
+          ? 1
+          : *std::min_element(result.last_step.begin(), result.last_step.end()) + 1;
+  switch (report.end) {
+    case SchedulerEnd::TimeLimit:
+      failures.push_back({detectors::FailureKind::Hang, step, -1,
+                          report.detail + ": the run was stopped in step " + std::to_string(step)});
+      return;
+    case SchedulerEnd::OutOfMemory:
+      failures.push_back({detectors::FailureKind::Oom, step, -1, report.detail});
+      return;
+    case SchedulerEnd::NodeFail:
+      infra_detail = report.detail;
+      return;
+    case SchedulerEnd::Cancelled:
+    case SchedulerEnd::Other:
+      infra_detail = report.detail + ", not by faultline";
+      return;
+  }
+}
+
 std::string iso_now() {
   std::time_t now = std::time(nullptr);
   char buffer[32];
@@ -228,11 +253,17 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   watch.interrupted = options_.interrupted;
   if (trainer.is_command() && trainer.records() == contract::RecordSource::Protocol)
     watch.stack_signal = SIGUSR1;  // faultline_probe.py prints every thread's stack on it
+  std::unique_ptr<RunningTrial> trial;
   try {
-    auto trial = launcher_.launch(ranks);
+    trial = launcher_.launch(ranks);
     result = supervise(*trial, ranks, watch, sink);
   } catch (const InfraError& error) {
     outcome.infra_detail = error.what();
+  }
+  if (trial) {
+    outcome.queue_wait_s = trial->queue_wait_s();
+    if (auto report = trial->scheduler_report(); report && !result.interrupted)
+      classify_scheduler_end(*report, result, outcome.failures, outcome.infra_detail);
   }
   sink.flush();
 

@@ -50,6 +50,9 @@ struct Outcome {
   std::optional<double> first_loss, last_loss;
   double tokens_per_s = 0;
   double wall_s = 0;
+  double queue_wait_s = 0;  // launch to the first rank starting (a Slurm job's time in queue)
+  // Its run time: wall_s less the queue wait.
+  double run_s() const { return wall_s > queue_wait_s ? wall_s - queue_wait_s : 0; }
   bool interrupted = false;
   std::vector<MalformedLines> malformed;  // ranks with any, by rank; also stored with the run
 };

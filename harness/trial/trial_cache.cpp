@@ -108,6 +108,8 @@ nlohmann::json to_json(const Outcome& outcome) {
           {"last_loss", optional_number(outcome.last_loss)},
           {"tokens_per_s", outcome.tokens_per_s},
           {"wall_s", outcome.wall_s},
+          {"queue_wait_s", outcome.queue_wait_s},
+          {"run_s", outcome.run_s()},
           {"malformed", outcome.malformed}};
 }
 
@@ -129,6 +131,7 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   outcome.last_loss = read_optional(json, "last_loss");
   outcome.tokens_per_s = json.at("tokens_per_s").get<double>();
   outcome.wall_s = json.at("wall_s").get<double>();
+  outcome.queue_wait_s = json.value("queue_wait_s", 0.0);  // none before the Slurm launcher
   // Outcomes cached before malformed lines were counted have none.
   outcome.malformed = json.value("malformed", std::vector<MalformedLines>{});
   return outcome;

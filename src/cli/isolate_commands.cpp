@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -19,7 +20,7 @@
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate.hpp"
-#include "harness/launch/local_launcher.hpp"
+#include "harness/launch/slurm_launcher.hpp"
 #include "trainer/train_config.hpp"
 
 namespace faultline::cli {
@@ -95,6 +96,13 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
                     "give at least 1");
   harness::IsolateRequest request;
   request.failing = failing_spec(args);
+  auto launcher = make_launcher(args.context, request.failing.config_path, args.overrides);
+  if (std::string(launcher->name()) == "slurm" && !request.failing.config_path.empty() &&
+      request.failing.hosts.empty() && std::getenv("SLURM_JOB_NODELIST"))
+    // Inside an allocation its nodes are the hosts: one rank per node, the rest spares.
+    if (auto nodes = harness::slurm_nodes();
+        static_cast<int>(nodes.size()) >= request.failing.ranks)
+      request.failing.hosts = nodes;
   request.baseline = baseline_spec(args, request.failing);
   if (scope == harness::IsolateScope::Config && !request.baseline)
     throw UserError("bisect config needs a baseline", "--baseline",
@@ -104,13 +112,12 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   request.jobs = args.jobs;
 
   auto store = open_store(args.context);
-  harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
   ProgressLine out(progress_style(args.context.quiet), command);
   SearchProgress progress(out);
   // Trials run side by side (--jobs) would draw over each other's live line.
   if (args.jobs == 1) options.observer = &progress;
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
   harness::IsolateOptions isolate_options;
   isolate_options.trainer = options.trainer;
@@ -166,6 +173,7 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
                        "the failing recipe with these keys is known to be good");
   }
   add_context_options(command);
+  add_launcher_option(command);
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include "common/resources.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
-#include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ladder.hpp"
 #include "harness/trial/trial_cache.hpp"
 #include "store/store.hpp"
@@ -92,13 +91,13 @@ int run_train(const TrainArgs& args) {
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
+  auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
-  harness::LocalLauncher launcher;
   ProgressLine out(progress_style(args.context.quiet), "train");
   TrialProgress progress(out, StepLines::EveryTenth);
   auto options = runner_options(args.context);
   options.observer = &progress;
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
   auto outcome = runner.run(spec);
   out.finish();
   if (args.context.json) {
@@ -110,6 +109,8 @@ int run_train(const TrainArgs& args) {
                             {"first_loss", finite_or_null(outcome.first_loss)},
                             {"last_loss", finite_or_null(outcome.last_loss)},
                             {"tokens_per_s", outcome.tokens_per_s},
+                            {"queue_wait_s", outcome.queue_wait_s},
+                            {"run_s", outcome.run_s()},
                             {"malformed", outcome.malformed},
                             {"interrupted", outcome.interrupted}}
                            .dump());
@@ -126,14 +127,14 @@ int run_smoke(const SmokeArgs& args) {
   auto ladder = harness::load_ladder(resolve_recipe(args.ladder, RecipeKind::Ladder, "--ladder"));
   auto rungs = harness::resolve_ladder(ladder, static_cast<int>(recipe.ranks), recipe.steps);
   for (const auto& rung : rungs) harness::contract::check_launchable(recipe, rung.ranks);
+  auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
-  harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
   if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
   ProgressLine out(progress_style(args.context.quiet), "smoke");
   TrialProgress progress(out, StepLines::None);
   options.observer = &progress;
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
 
   // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
   const auto trainer_contract = harness::contract::TrainerContract::of(config);
@@ -168,6 +169,8 @@ int run_smoke(const SmokeArgs& args) {
                           {"data_fraction", fraction},
                           {"run_id", outcome.run_id},
                           {"verdict", harness::to_string(outcome.verdict)},
+                          {"queue_wait_s", outcome.queue_wait_s},
+                          {"run_s", outcome.run_s()},
                           {"failures", failures_json(outcome.failures)}});
     if (!args.context.json) print_outcome(outcome, spec);
     if (outcome.interrupted) return static_cast<int>(ExitCode::Infra);
@@ -202,6 +205,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   train->add_option("--steps", train_args->steps,
                     "stop after this many steps (a prefix of the run)");
   add_context_options(*train);
+  add_launcher_option(*train);
   train->callback([train_args, train, &exit_code] {
     train_args->option_names = option_names(*train);
     exit_code = run_train(*train_args);
@@ -220,6 +224,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
                     "a stored reference (faultline reference add): each rung's loss is judged "
                     "against its runs' (loss_regression)");
   add_context_options(*smoke);
+  add_launcher_option(*smoke);
   smoke->callback([smoke_args, smoke, &exit_code] {
     smoke_args->option_names = option_names(*smoke);
     exit_code = run_smoke(*smoke_args);

@@ -13,6 +13,7 @@
 #include "cli/gpu_commands.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "harness/launch/launcher_config.hpp"
 #include "probes/detectors/thresholds.hpp"
 
 namespace faultline::cli {
@@ -67,6 +68,18 @@ void add_context_options(CLI::App& command) {
   command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
   command.add_flag("--cupti", options.cupti,
                    "load the CUPTI probe into every rank: gpu records of busy, NCCL and idle time");
+}
+
+void add_launcher_option(CLI::App& command) {
+  command.add_option("--launcher", shared_context().launcher,
+                     "where trials run: local, or slurm (srun steps inside an allocation, else "
+                     "sbatch jobs); default: the recipe's launcher.kind, else local");
+}
+
+std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,
+                                                 const std::string& recipe,
+                                                 const std::vector<std::string>& overrides) {
+  return harness::make_launcher(harness::load_launcher_config(recipe, overrides, options.launcher));
 }
 
 std::string resolve_db_path(const std::string& flag) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ struct RunContextOptions {
   double step_timeout_s = 60;
   double startup_s = 120;
   bool json = false;
-  bool quiet = false;  // no progress lines on stderr
-  bool cupti = false;  // --cupti: every rank runs with the CUPTI probe (CUDA_INJECTION64_PATH)
+  bool quiet = false;    // no progress lines on stderr
+  bool cupti = false;    // --cupti: every rank runs with the CUPTI probe (CUDA_INJECTION64_PATH)
+  std::string launcher;  // --launcher; "": the recipe's launcher.kind (default local)
 };
 
 // The one instance the options of every command write to.
@@ -36,6 +38,13 @@ RunContextOptions& shared_context();
 // Adds --db, --trainer, --work-dir, --detectors, --step-timeout, --json, --quiet to a command
 // (the top-level app included), bound to shared_context().
 void add_context_options(CLI::App& command);
+// --launcher local|slurm, for the commands that run trials.
+void add_launcher_option(CLI::App& command);
+// The launcher of a run command: --launcher over the recipe's [launcher] section (with --set).
+std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,
+                                                 const std::string& recipe,
+                                                 const std::vector<std::string>& overrides);
+
 // Only --db and --json: the commands that read the store and run nothing.
 void add_store_options(CLI::App& command);
 

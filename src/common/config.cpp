@@ -339,6 +339,10 @@ void ConfigBinder::finish() {
   ErrorList unknown;
   for (const auto& [key, value] : source_.values()) {
     if (known.count(key)) continue;
+    if (std::any_of(sections_.begin(), sections_.end(), [&key = key](const std::string& section) {
+          return key.rfind(section, 0) == 0;
+        }))
+      continue;
     std::string hint = did_you_mean(key, known_);
     if (auto option = option_named_by(key, options_); !option.empty())
       hint =
@@ -348,6 +352,21 @@ void ConfigBinder::finish() {
   ErrorList all = unknown;
   for (const auto& item : errors_.items()) all.add(item.what, item.where, item.hint);
   all.throw_if_any();
+}
+
+ConfigSource ConfigSource::only(const std::string& section) const {
+  ConfigSource kept = *this;
+  kept.values_.clear();
+  for (const auto& [key, value] : values_)
+    if (key.rfind(section + ".", 0) == 0) kept.values_.emplace(key, value);
+  return kept;
+}
+
+ConfigSource ConfigSource::without(const std::string& section) const {
+  ConfigSource kept = *this;
+  for (const auto& [key, value] : values_)
+    if (key.rfind(section + ".", 0) == 0) kept.values_.erase(key);
+  return kept;
 }
 
 std::string ConfigBinder::canonical() const {

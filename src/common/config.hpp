@@ -38,6 +38,9 @@ class ConfigSource {
   // Applies `key=value` assignments; a malformed one is reported with the others, all at once.
   void apply_overrides(const std::vector<std::string>& assignments);
   void set(const std::string& key, ConfigValue value) { values_[key] = std::move(value); }
+  // The keys under `section.` only, or every key but those: a section another module binds.
+  ConfigSource only(const std::string& section) const;
+  ConfigSource without(const std::string& section) const;
 
   const std::map<std::string, ConfigValue>& values() const { return values_; }
   const std::string& name() const { return name_; }
@@ -84,6 +87,9 @@ class ConfigBinder {
   // Reports a cross-field problem found after binding, e.g. "n_embd must divide by n_head".
   void fail(const std::string& key, std::string what, std::string hint = "");
   bool has(const std::string& key) const { return source_.values().count(key) > 0; }
+  // Keys under `section.` are bound elsewhere (the harness's [launcher]): not unknown here, and
+  // not part of canonical().
+  void accept_section(const std::string& section) { sections_.push_back(section + "."); }
 
   void finish();
 
@@ -98,6 +104,7 @@ class ConfigBinder {
   std::map<std::string, std::string> resolved_;  // key → TOML literal
   std::vector<std::string> known_;
   std::vector<std::string> options_;
+  std::vector<std::string> sections_;
   ErrorList errors_;
 };
 

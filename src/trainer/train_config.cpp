@@ -220,6 +220,7 @@ TrainConfig bind_all(const ConfigSource& source, const std::vector<std::string>&
   TrainConfig config;
   ConfigBinder binder(source);
   binder.suggest_options(cli_options);
+  binder.accept_section("launcher");  // the harness's (harness/launch/launcher_config.hpp)
   bind_model(binder, config.model);
   bind_data(binder, config.data);
   bind_optim(binder, config.optim);

@@ -1,0 +1,64 @@
+// Binding [launcher] (the recipe's launcher.* keys, after --set) and choosing the launcher.
+#include "harness/launch/launcher_config.hpp"
+
+#include <sstream>
+
+#include "common/config.hpp"
+#include "harness/launch/local_launcher.hpp"
+#include "harness/launch/slurm_launcher.hpp"
+
+namespace faultline::harness {
+
+namespace {
+
+const std::vector<std::string>& kind_names() {
+  static const std::vector<std::string> names = {"local", "slurm"};
+  return names;
+}
+
+LauncherKind kind_from(const std::string& text) {
+  return text == "slurm" ? LauncherKind::Slurm : LauncherKind::Local;
+}
+
+}  // namespace
+
+const char* to_string(LauncherKind kind) {
+  return kind == LauncherKind::Slurm ? "slurm" : "local";
+}
+
+LauncherConfig load_launcher_config(const std::string& recipe_path,
+                                    const std::vector<std::string>& overrides,
+                                    const std::string& kind_flag) {
+  ConfigSource all = recipe_path.empty() ? ConfigSource::from_string("", "--launcher")
+                                         : ConfigSource::from_file(recipe_path);
+  all.apply_overrides(overrides);
+  const ConfigSource source = all.only("launcher");
+  ConfigBinder binder(source);
+  LauncherConfig config;
+  std::string kind = "local", srun_args;
+  auto& slurm = config.slurm;
+  binder.bind("launcher.kind", kind, kind_names());
+  binder.bind("launcher.nodes", slurm.nodes, {0, 100000});
+  binder.bind("launcher.tasks_per_node", slurm.tasks_per_node, {0, 100000});
+  binder.bind("launcher.time_limit", slurm.time_limit);
+  binder.bind("launcher.partition", slurm.partition);
+  binder.bind("launcher.account", slurm.account);
+  binder.bind("launcher.nodelist", slurm.nodelist);
+  binder.bind("launcher.exclude", slurm.exclude);
+  binder.bind("launcher.srun_args", srun_args);
+  if (!kind_flag.empty() && kind_flag != "local" && kind_flag != "slurm")
+    binder.fail("launcher.kind", "--launcher " + kind_flag + " is not a launcher",
+                "give local or slurm");
+  binder.finish();
+  config.kind = kind_from(kind_flag.empty() ? kind : kind_flag);
+  std::istringstream words(srun_args);
+  for (std::string word; words >> word;) slurm.srun_args.push_back(word);
+  return config;
+}
+
+std::unique_ptr<Launcher> make_launcher(const LauncherConfig& config) {
+  if (config.kind == LauncherKind::Slurm) return std::make_unique<SlurmLauncher>(config.slurm);
+  return std::make_unique<LocalLauncher>();
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,164 @@
+// End-to-end on a real Slurm cluster (scripts/slurm-local.sh: 4 virtual nodes on this host):
+// smoke and isolate with --launcher slurm, each trial an sbatch job (or an srun step inside
+// salloc); a hung task is a hang and its job is cancelled; --jobs 2 finds what --jobs 1 does.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/cli.hpp"
+#include "support/slurm.hpp"
+
+using namespace faultline::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
+const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
+
+Cli on_slurm(std::vector<std::string> args, const std::vector<std::string>& overrides,
+             const std::string& dir) {
+  args.insert(args.end(), {"--launcher", "slurm", "--json"});
+  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  return faultline_cli(args, dir, 400);
+}
+
+nlohmann::json failure_of(const nlohmann::json& failures, const std::string& kind) {
+  for (const auto& failure : failures)
+    if (failure.at("kind") == kind) return failure;
+  return nullptr;
+}
+
+// 2 nodes × 2 tasks, on n1 and n2 (n3 and n4 excluded), 30 steps.
+const std::vector<std::string> kTwoByTwo = {"launcher.nodes=2", "launcher.tasks_per_node=2",
+                                            "launcher.exclude=n3,n4", "train.steps=30"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+}  // namespace
+
+TEST(Slurm, SmokeOfAHealthyRecipePassesEveryRung) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-smoke");
+  auto cli = on_slurm({"smoke", "-c", kMicro, "--ladder", kLadder}, {"train.steps=20"}, dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("verdict"), "pass");
+  for (const auto& rung : cli.doc.at("rungs")) EXPECT_EQ(rung.at("verdict"), "pass");
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
+TEST(Slurm, SmokeStopsAPlantedNanAtTheFirstRungThatReachesIt) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-nan");
+  auto cli =
+      on_slurm({"smoke", "-c", kMicro, "--ladder", kLadder},
+               {"train.steps=20", "fault.nan_step=15", "fault.nan_layer=blocks.0.attn"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  ASSERT_EQ(cli.doc.at("rungs").size(), 2u) << cli.doc.dump();
+  EXPECT_EQ(cli.doc["rungs"][0]["verdict"], "pass");  // 10 steps never reach step 15
+  auto failure = failure_of(cli.doc["rungs"][1].at("failures"), "nonfinite");
+  ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
+  EXPECT_EQ(failure.at("step"), 15);
+}
+
+TEST(Slurm, IsolateNamesTheRankAndTheNodeOfACorruptGradientOnTwoNodesByTwoTasks) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-isolate");
+  auto cli =
+      on_slurm({"isolate", "-c", kMicro, "--ranks", "4"},
+               with(kTwoByTwo, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=6"}), dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("step"), 6);
+  // Block placement: ranks 0,1 on n1 and 2,3 on n2.
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({2, 3})) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("host"), "n2") << cli.doc.dump();
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
+TEST(Slurm, JobsTwoGivesTheSameFindingAsJobsOne) {
+  REQUIRE_SLURM();
+  // n2, not n1: the search's 1-rank replays run on the first free node, n1 (with at most two
+  // trials at once n1 always has a CPU left), and a replay on the bad node would be bad too.
+  const auto overrides =
+      with(kTwoByTwo, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=9"});
+  const std::string one_dir = make_temp_dir("slurm-jobs1");
+  const std::string two_dir = make_temp_dir("slurm-jobs2");
+  auto one = on_slurm({"isolate", "-c", kMicro, "--ranks", "4", "--jobs", "1"}, overrides, one_dir);
+  auto two = on_slurm({"isolate", "-c", kMicro, "--ranks", "4", "--jobs", "2"}, overrides, two_dir);
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
+  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
+  for (const char* key : {"kind", "step", "ranks", "host", "phase"})
+    EXPECT_EQ(one.doc.at(key), two.doc.at(key)) << key;
+  EXPECT_EQ(one.doc.at("host"), "n2");
+  EXPECT_EQ(one.doc.at("ranks"), nlohmann::json::array({2, 3}));
+}
+
+TEST(Slurm, TheHostSearchRunsEachRankOnItsNodeAndSwapsInSpareNodes) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-hosts");
+  // Rank 0 on n3 (the bad node), rank 1 on n1; n2 and n4 are spares. The 1-rank replays run on
+  // n1, the first free node.
+  auto cli =
+      on_slurm({"isolate", "-c", kMicro, "--ranks", "2", "--hosts", "n3,n1,n2,n4"},
+               {"train.steps=20", "fault.corrupt_grad_host=n3", "fault.corrupt_grad_step=6"}, dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({0})) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("host"), "n3") << cli.doc.dump();
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("ddmin over the hosts"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
+TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-hang");
+  auto cli = on_slurm({"train", "-c", kMicro, "--ranks", "4", "--step-timeout", "5"},
+                      with(kTwoByTwo, {"fault.hang_rank=3", "fault.hang_step=8"}), dir);
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  auto failure = failure_of(cli.doc.at("failures"), "hang");
+  ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
+  EXPECT_EQ(failure.at("rank"), 3);
+  EXPECT_EQ(failure.at("step"), 8);
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0) << "the hung trial's job is still queued or running";
+}
+
+TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-salloc");
+  // salloc runs faultline with SLURM_JOB_ID set: the trial is an srun step of that job.
+  auto salloc = run_process({{"/usr/bin/salloc",
+                              "--nodes=2",
+                              "--ntasks-per-node=2",
+                              "--exclude=n3,n4",
+                              FAULTLINE_BIN,
+                              "train",
+                              "-c",
+                              kMicro,
+                              "--ranks",
+                              "4",
+                              "--launcher",
+                              "slurm",
+                              "--json",
+                              "--db",
+                              dir + "/faultline.db",
+                              "--work-dir",
+                              dir + "/runs",
+                              "--trainer",
+                              FAULTLINE_TRAIN_BIN,
+                              "--set",
+                              "launcher.tasks_per_node=2",
+                              "--set",
+                              "train.steps=10"},
+                             {},
+                             300});
+  ASSERT_EQ(salloc.exit_code, 0) << salloc.output;
+  EXPECT_THAT(salloc.output, HasSubstr("\"verdict\":\"pass\""));
+  EXPECT_THAT(salloc.output, HasSubstr("Granted job allocation"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/runs/run-1/rank3.exit"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/runs/run-1/job.sh")) << "a step, not a job";
+}
