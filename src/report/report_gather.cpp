@@ -66,6 +66,8 @@ std::string what_happened(const std::string& kind_name) {
       return "The loss fell behind its reference";
     case FailureKind::BadInit:
       return "The first loss was far above ln(vocabulary)";
+    case FailureKind::SlowComm:
+      return "One rank's NCCL kernels ran far longer than its peers'";
   }
   return kind_name;
 }
