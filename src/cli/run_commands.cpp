@@ -123,7 +123,8 @@ int run_smoke(const SmokeArgs& args) {
   auto store = open_store(args.context);
   harness::LocalLauncher launcher;
   auto options = runner_options(args.context);
-  if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
+  const std::string& reference = args.reference.empty() ? ladder.reference : args.reference;
+  if (!reference.empty()) options.reference = load_reference(store, reference);
   harness::TrialRunner runner(store, launcher, options);
 
   // A trainer that cannot train on a fraction of its data climbs the rungs on all of it.
@@ -232,7 +233,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
                     "ladder file, or an installed ladder's name (default: default)");
   smoke->add_option("--reference", smoke_args->reference,
                     "a stored reference (faultline reference add): each rung's loss is judged "
-                    "against its runs' (loss_regression)");
+                    "against its runs' (loss_regression); default: the ladder's reference");
   add_context_options(*smoke);
   smoke->callback([smoke_args, smoke, &exit_code] {
     smoke_args->option_names = option_names(*smoke);
