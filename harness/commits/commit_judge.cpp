@@ -111,6 +111,8 @@ nlohmann::json CommitJudge::identity() const {
   identity["failure_kind"] = options_.failure_kind ? to_string(*options_.failure_kind) : "";
   identity["trainer_path"] = options_.trainer_path;
   identity["judge_digest"] = hex64(hash_text(options_.judge_identity));
+  if (options_.failure_kind == detectors::FailureKind::LossRegression)
+    identity["reference_seeds"] = options_.reference_seeds;
   return identity;
 }
 
@@ -120,6 +122,7 @@ nlohmann::json CommitJudge::verdict_identity(const std::string& commit, int run,
                              {"commit", commit}, {"run", run}, {"judge", this->identity()}};
   if (baseline_tokens_per_s_ && role != "baseline")
     identity["baseline_tokens_per_s"] = *baseline_tokens_per_s_;
+  if (!reference_digest_.empty() && role == "verdict") identity["reference"] = reference_digest_;
   return identity;
 }
 
@@ -177,9 +180,13 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
   }
   CommitRun result;
   if (auto tree = prepare(commit)) {
+    // Against seeds of the good commit, each rerun of a commit is another seed: seed noise is
+    // what --flaky's reruns sample.
+    const bool reseed = options_.failure_kind == detectors::FailureKind::LossRegression && run > 0;
     result = options_.kind == JudgeKind::Test
                  ? run_test(commit, run, *tree)
-                 : run_recipe(commit, run, *tree, options_.failure_kind);
+                 : run_recipe(commit, run, *tree, options_.failure_kind,
+                              reseed ? seed_override(*tree, run) : "");
   } else {
     result.commit = commit;
     result.run = run;
