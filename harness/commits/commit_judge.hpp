@@ -106,6 +106,11 @@ class CommitJudge {
   // `seed`: a train.seed override ("": the recipe's own).
   CommitRun run_recipe(const std::string& commit, int run, const std::string& tree,
                        std::optional<detectors::FailureKind> kind, const std::string& seed = "");
+  // Run `run` of the good commit (the baseline, a reference seed), from the store when it ran
+  // before; UserError (hint: `purpose`) when it does not build or pass. `seed_offset` >= 0:
+  // on train.seed + seed_offset.
+  CommitRun passing_good_run(const std::string& good_commit, int run, const std::string& role,
+                             int64_t seed_offset, const std::string& purpose);
   // The recipe's path at a commit's tree (a relative one inside it when it exists there).
   std::string recipe_in(const std::string& tree) const;
   // "train.seed=<the recipe's seed + offset>", "" when the recipe has none or does not load.

@@ -31,35 +31,15 @@ std::string CommitJudge::seed_override(const std::string& tree, int64_t offset) 
 }
 
 CommitJudge::SeedReference CommitJudge::measure_reference(const std::string& good_commit) {
-  const std::string where = "--good " + good_commit;
   if (options_.reference_seeds < 2)
     throw UserError("--reference-seeds " + std::to_string(options_.reference_seeds) + " is too few",
                     "--reference-seeds", "the seed noise needs at least 2 runs of the good commit");
   SeedReference reference;
   auto runs = std::make_shared<std::vector<std::vector<StepRecord>>>();
   for (int k = 0; k < options_.reference_seeds; ++k) {
-    const nlohmann::json identity = verdict_identity(good_commit, k, "reference");
-    const std::string hash = trial_hash(identity);
-    CommitRun result;
-    if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
-      result = commit_run_from_json(nlohmann::json::parse(*stored->outcome_json));
-      result.cached = true;
-      ++reused_;
-    } else {
-      auto tree = prepare(good_commit);
-      if (!tree)
-        throw UserError("the good commit does not build: " + last_build_failure_, where,
-                        "--kind loss_regression runs the good commit as the reference");
-      const std::string seed = seed_override(*tree, kReferenceSeedOffset + k);
-      if (seed.empty())
-        throw UserError("the recipe has no train.seed at the good commit", where,
-                        "--kind loss_regression runs the good commit on several seeds");
-      result = run_recipe(good_commit, k, *tree, std::nullopt, seed);  // each must simply pass
-      if (result.observation != bisect::Observation::Good)
-        throw UserError("the good commit does not pass the recipe (" + seed + "): " + result.detail,
-                        where, "--kind loss_regression compares against passing runs");
-      store_.put_trial(hash, identity.dump(), to_json(result).dump(), result.run_id);
-    }
+    CommitRun result =
+        passing_good_run(good_commit, k, "reference", kReferenceSeedOffset + k,
+                         "--kind loss_regression runs the good commit as the reference");
     result.stage = "reference";
     runs->push_back(store_.steps(result.run_id));
     reference.runs.push_back(result);
