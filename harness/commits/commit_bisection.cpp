@@ -160,13 +160,28 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   const BuildMemory memory =
       request.search == CommitSearch::Flaky ? BuildMemory::PerCommit : BuildMemory::PerRun;
   CommitJudge judge(store, repo, request.judge, memory);
+  judge.remove_leftovers();
+  bisect::FlakyOptions flaky = request.flaky;
+  std::vector<CommitRun> reference_runs;
+  if (request.judge.kind == JudgeKind::Recipe &&
+      request.judge.failure_kind == detectors::FailureKind::LossRegression) {
+    auto reference = judge.measure_reference(report.good_commit);
+    reference_runs = reference.runs;
+    report.seed_flake_rate =
+        static_cast<double>(reference.flagged) / static_cast<double>(reference.runs.size());
+    // Measured on a few seeds: it only ever raises the rate given (a verdict must still say
+    // something, so at most one half).
+    flaky.p_good_looks_bad =
+        std::min(0.5, std::max(flaky.p_good_looks_bad, *report.seed_flake_rate));
+    if (request.search == CommitSearch::Flaky) report.p_good_looks_bad = flaky.p_good_looks_bad;
+  }
   nlohmann::json identity = {{"v", 1},
                              {"good", goods},
                              {"bad", report.bad_commit},
                              {"search", request.search == CommitSearch::Flaky ? "flaky" : "plain"},
                              {"jobs", request.jobs},
                              {"judge", judge.identity()}};
-  if (request.search == CommitSearch::Flaky) identity["flaky"] = flaky_options_json(request.flaky);
+  if (request.search == CommitSearch::Flaky) identity["flaky"] = flaky_options_json(flaky);
   const std::string key = trial_hash(identity);
 
   std::optional<Search> search;
@@ -175,7 +190,7 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
     report.search_id = stored->id;
     report.resumed = true;
   } else {
-    search.emplace(request.search, commits, goods, report.bad_commit, request.flaky);
+    search.emplace(request.search, commits, goods, report.bad_commit, flaky);
   }
   auto state = [&] {
     return nlohmann::json{{"key", key}, {"identity", identity}, {"search", search->to_json()}}
@@ -188,7 +203,6 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   for (const auto& observation : search->to_json().at("observations"))
     ++runs_of[observation.at("commit").get<std::string>()];
 
-  judge.remove_leftovers();
   // Runs are announced once observed, so each line can say what is left after it (as git does).
   std::size_t announced = 0;
   auto announce = [&] {
@@ -198,6 +212,7 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
                  search->left());
   };
   auto record = [&](const CommitRun& run) { report.runs.push_back(run); };
+  for (const auto& run : reference_runs) record(run);
   try {
     if (request.judge.kind == JudgeKind::Recipe &&
         request.judge.failure_kind == detectors::FailureKind::Slow)

@@ -54,7 +54,11 @@ struct CommitBisectReport {
   std::size_t candidates = 0;                    // commits between good and bad at the start
   std::string good_commit, bad_commit;           // the first good one, and bad, resolved
   int64_t search_id = 0;
-  bool resumed = false;  // a stored, unfinished search with the same inputs was picked up
+  bool resumed = false;
+  // --kind loss_regression: the share of the good commit's seeds that fail against the others,
+  // and the P(a good commit fails a run) the flaky search used (at least that share).
+  std::optional<double> seed_flake_rate,
+      p_good_looks_bad;  // a stored, unfinished search with the same inputs was picked up
 };
 
 // Called after every run (cached or not) once it is observed, with the runs so far, the

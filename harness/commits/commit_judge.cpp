@@ -111,6 +111,8 @@ nlohmann::json CommitJudge::identity() const {
   identity["failure_kind"] = options_.failure_kind ? to_string(*options_.failure_kind) : "";
   identity["trainer_path"] = options_.trainer_path;
   identity["judge_digest"] = hex64(hash_text(options_.judge_identity));
+  if (options_.failure_kind == detectors::FailureKind::LossRegression)
+    identity["reference_seeds"] = options_.reference_seeds;
   return identity;
 }
 
@@ -120,6 +122,7 @@ nlohmann::json CommitJudge::verdict_identity(const std::string& commit, int run,
                              {"commit", commit}, {"run", run}, {"judge", this->identity()}};
   if (baseline_tokens_per_s_ && role != "baseline")
     identity["baseline_tokens_per_s"] = *baseline_tokens_per_s_;
+  if (!reference_digest_.empty() && role == "verdict") identity["reference"] = reference_digest_;
   return identity;
 }
 
@@ -177,9 +180,13 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
   }
   CommitRun result;
   if (auto tree = prepare(commit)) {
+    // Against seeds of the good commit, each rerun of a commit is another seed: seed noise is
+    // what --flaky's reruns sample.
+    const bool reseed = options_.failure_kind == detectors::FailureKind::LossRegression && run > 0;
     result = options_.kind == JudgeKind::Test
                  ? run_test(commit, run, *tree)
-                 : run_recipe(commit, run, *tree, options_.failure_kind);
+                 : run_recipe(commit, run, *tree, options_.failure_kind,
+                              reseed ? seed_override(*tree, run) : "");
   } else {
     result.commit = commit;
     result.run = run;
@@ -199,26 +206,44 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
   return result;
 }
 
-CommitRun CommitJudge::measure_baseline(const std::string& good_commit) {
-  const nlohmann::json identity = verdict_identity(good_commit, 0, "baseline");
+CommitRun CommitJudge::passing_good_run(const std::string& good_commit, int run,
+                                        const std::string& role, int64_t seed_offset,
+                                        const std::string& purpose) {
+  const nlohmann::json identity = verdict_identity(good_commit, run, role);
   const std::string hash = trial_hash(identity);
-  CommitRun result;
   if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
-    result = commit_run_from_json(nlohmann::json::parse(*stored->outcome_json));
+    CommitRun result = commit_run_from_json(nlohmann::json::parse(*stored->outcome_json));
     result.cached = true;
     ++reused_;
-  } else {
-    auto tree = prepare(good_commit);
-    if (!tree)
-      throw UserError("the good commit does not build: " + last_build_failure_,
-                      "--good " + good_commit, "--kind slow needs a good commit to measure");
-    result = run_recipe(good_commit, 0, *tree, std::nullopt);  // the baseline must simply pass
-    release(good_commit);
-    if (result.observation != bisect::Observation::Good || result.tokens_per_s <= 0)
-      throw UserError("the good commit does not pass the recipe: " + result.detail,
-                      "--good " + good_commit, "--kind slow compares against a passing run");
-    store_.put_trial(hash, identity.dump(), to_json(result).dump(), result.run_id);
+    return result;
   }
+  const std::string where = "--good " + good_commit;
+  auto tree = prepare(good_commit);
+  if (!tree)
+    throw UserError("the good commit does not build: " + last_build_failure_, where, purpose);
+  std::string seed;
+  if (seed_offset >= 0) {
+    seed = seed_override(*tree, seed_offset);
+    if (seed.empty())
+      throw UserError("the recipe has no train.seed at the good commit", where,
+                      purpose + " on several seeds");
+  }
+  CommitRun result = run_recipe(good_commit, run, *tree, std::nullopt, seed);  // must simply pass
+  if (result.observation != bisect::Observation::Good)
+    throw UserError("the good commit does not pass the recipe" +
+                        (seed.empty() ? std::string() : " (" + seed + ")") + ": " + result.detail,
+                    where, purpose + ", which must pass");
+  store_.put_trial(hash, identity.dump(), to_json(result).dump(), result.run_id);
+  return result;
+}
+
+CommitRun CommitJudge::measure_baseline(const std::string& good_commit) {
+  CommitRun result = passing_good_run(good_commit, 0, "baseline", -1,
+                                      "--kind slow compares against a run of the good commit");
+  release(good_commit);
+  if (result.tokens_per_s <= 0)
+    throw UserError("the good commit's run reports no tokens/s", "--good " + good_commit,
+                    "--kind slow compares throughput: the trainer must report it");
   result.stage = "baseline";
   baseline_tokens_per_s_ = result.tokens_per_s;
   return result;

@@ -37,8 +37,10 @@ struct CommitJudgeOptions {
   std::vector<std::string> overrides;
   int64_t steps = 0;  // 0: the recipe's whole run
   int ranks = 0;      // 0: the recipe's dist.ranks
-  // nullopt: any failure is bad; Slow: against the good commit's tokens/s
+  // nullopt: any failure is bad; Slow: against the good commit's tokens/s; LossRegression:
+  // against `reference_seeds` runs of the good commit (train.seed + 1000 + k)
   std::optional<detectors::FailureKind> failure_kind;
+  int reference_seeds = 4;
   std::string trainer_path = "build/src/trainer/faultline-train";  // inside the worktree
   RunnerOptions runner;        // supervision, thresholds, interrupt flag; trainer set per commit
   std::string judge_identity;  // thresholds and timeouts as text: part of every recipe verdict
@@ -77,6 +79,14 @@ class CommitJudge {
   void remove_leftovers();
   // --kind slow: runs the recipe at the good commit first and keeps its tokens/s.
   CommitRun measure_baseline(const std::string& good_commit);
+  // --kind loss_regression: runs the recipe at the good commit on `reference_seeds` seeds; every
+  // later run is judged against their losses. The share of them that fails against the others
+  // (each against the rest) is the seed noise's flake rate.
+  struct SeedReference {
+    std::vector<CommitRun> runs;
+    int flagged = 0;  // runs flagged loss_regression against the other seeds
+  };
+  SeedReference measure_reference(const std::string& good_commit);
   // The verdict of run `run` of `commit`: from the cache, or by building and testing it.
   // Throws BisectAborted, or Interrupted (harness/isolate.hpp) when the user interrupts.
   CommitRun judge(const std::string& commit, int run);
@@ -93,8 +103,18 @@ class CommitJudge {
   std::optional<std::string> prepare(const std::string& commit);  // worktree path, or nullopt
   CommitRun run_test(const std::string& commit, int run, const std::string& tree);
   // `kind`: the failure kind that makes the run bad (nullopt: any).
+  // `seed`: a train.seed override ("": the recipe's own).
   CommitRun run_recipe(const std::string& commit, int run, const std::string& tree,
-                       std::optional<detectors::FailureKind> kind);
+                       std::optional<detectors::FailureKind> kind, const std::string& seed = "");
+  // Run `run` of the good commit (the baseline, a reference seed), from the store when it ran
+  // before; UserError (hint: `purpose`) when it does not build or pass. `seed_offset` >= 0:
+  // on train.seed + seed_offset.
+  CommitRun passing_good_run(const std::string& good_commit, int run, const std::string& role,
+                             int64_t seed_offset, const std::string& purpose);
+  // The recipe's path at a commit's tree (a relative one inside it when it exists there).
+  std::string recipe_in(const std::string& tree) const;
+  // "train.seed=<the recipe's seed + offset>", "" when the recipe has none or does not load.
+  std::string seed_override(const std::string& tree, int64_t offset) const;
   std::string worktree_path(const std::string& commit) const;
   std::string log_path(const std::string& commit, const std::string& what) const;
   void release(const std::string& commit);
@@ -108,6 +128,7 @@ class CommitJudge {
   std::string last_build_failure_;
   enum class FailureSource { Ran, Store } last_build_source_ = FailureSource::Ran;
   std::optional<double> baseline_tokens_per_s_;
+  std::string reference_digest_;  // of the seed reference's losses, "" when none
   int executed_ = 0, reused_ = 0;
 };
 

@@ -117,17 +117,22 @@ CommitRun CommitJudge::run_test(const std::string& commit, int run, const std::s
   return verdict;
 }
 
+std::string CommitJudge::recipe_in(const std::string& tree) const {
+  fs::path recipe = options_.recipe;
+  if (recipe.is_relative() && fs::exists(tree / recipe)) recipe = tree / recipe;
+  return fs::absolute(recipe).string();
+}
+
 CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std::string& tree,
-                                  std::optional<detectors::FailureKind> kind) {
+                                  std::optional<detectors::FailureKind> kind,
+                                  const std::string& seed) {
   CommitRun verdict;
   verdict.commit = commit;
   verdict.run = run;
   verdict.stage = "trial";
   verdict.observation = Observation::Skip;
   const std::string trainer = tree + "/" + options_.trainer_path;
-  fs::path recipe = options_.recipe;
-  if (recipe.is_relative() && fs::exists(tree / recipe)) recipe = tree / recipe;
-  recipe = fs::absolute(recipe);
+  const fs::path recipe = recipe_in(tree);
   // A command trainer's recipe names its own program, run in the commit's tree.
   bool command_trainer = false;
   try {
@@ -143,6 +148,7 @@ CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std:
   TrialSpec spec;
   spec.config_path = recipe.string();
   spec.overrides = options_.overrides;
+  if (!seed.empty()) spec.overrides.push_back(seed);
   spec.stop_after = options_.steps;
   spec.parent = "bisect-commits:" + commit;
   Outcome outcome;

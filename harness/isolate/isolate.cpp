@@ -154,6 +154,13 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
       reproduction.reset();
     }
   }
+  if (!reproduction && !expected_kind && ran.verdict == Verdict::Pass && request.baseline &&
+      (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
+    // Nothing failed alone: does it train worse than the baseline?
+    checkpoint("reproduce against the baseline", store::SearchStatus::Running);
+    reproduction =
+        isolate::reproduce_against_baseline(context, failing, *request.baseline, why_not, ran);
+  }
   if (!reproduction && !expected_kind && failing.ranks > 1 && ran.verdict == Verdict::Pass &&
       request.scope == IsolateScope::All) {
     // Nothing failed, but silent corruption fails no detector: do the ranks agree?
@@ -204,8 +211,13 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                      ", but a search over replays cannot be trusted";
   }
   // 3-4. steps, then inside the step
-  if (request.scope != IsolateScope::Config &&
-      finding.kind != detectors::FailureKind::Nondeterministic) {
+  if (request.scope != IsolateScope::Config && detectors::is_curve(finding.kind)) {
+    context.skip(
+        "skipped steps and samples: a loss regression is the whole curve's, first shown "
+        "at step " +
+        std::to_string(finding.step) + ", not one step's");
+  } else if (request.scope != IsolateScope::Config &&
+             finding.kind != detectors::FailureKind::Nondeterministic) {
     checkpoint("steps", store::SearchStatus::Running);
     auto location = isolate::locate_step(context, scaled.local_spec, scaled.local_outcome,
                                          scaled.local_failure);

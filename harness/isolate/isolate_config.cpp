@@ -3,6 +3,7 @@
 // failure back. Trials run at the minimal scale found before.
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "bisect/ddmin.hpp"
 #include "bisect/drive.hpp"
@@ -20,6 +21,31 @@ std::map<std::string, std::string> resolved_keys(const TrialSpec& spec) {
 }
 
 }  // namespace
+
+std::optional<Reproduction> reproduce_against_baseline(Context& context, const TrialSpec& failing,
+                                                       const TrialSpec& baseline,
+                                                       std::string& why_not, Outcome& ran) {
+  context.begin_phase("reproduce: the baseline as the loss reference", 1);
+  TrialSpec reference_spec = baseline;
+  reference_spec.ranks = failing.ranks;
+  reference_spec.stop_after = failing.stop_after;
+  reference_spec.data_fraction = failing.data_fraction;
+  const Outcome base = context.run(reference_spec);
+  if (base.verdict != Verdict::Pass) {
+    why_not += "; the baseline (run " + std::to_string(base.run_id) + ": " +
+               to_string(base.verdict) + ") is no loss reference";
+    return std::nullopt;
+  }
+  context.judge_against(std::make_shared<const std::vector<std::vector<StepRecord>>>(
+      std::vector<std::vector<StepRecord>>{context.store.steps(base.run_id)}));
+  std::string against;
+  auto reproduction =
+      reproduce(context, failing, detectors::FailureKind::LossRegression, against, ran);
+  if (!reproduction)
+    why_not +=
+        "; nor does it train worse than the baseline (run " + std::to_string(base.run_id) + ")";
+  return reproduction;
+}
 
 std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
                                          const TrialSpec& baseline, const Scale& scale,

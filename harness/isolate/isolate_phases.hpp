@@ -2,6 +2,7 @@
 // builds trial specs, asks a bisect/ search which to run, and reads the outcomes; none prints.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ class Context {
     return run(spec);
   }
   int jobs() const { return jobs_; }
+  // From now on every trial is also judged against these runs' losses (loss_regression).
+  void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {
+    cache_.judge_against(std::move(reference));
+  }
   // An axis not searched, and why: shown as progress and kept with the finding.
   void skip(const std::string& why);
 
@@ -160,6 +165,14 @@ struct RankLocation {
 };
 std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,
                                                    const Outcome& outcome);
+
+// 1b. A failing setup that passed every detector, judged against the baseline: the baseline run
+// at the failing setup's ranks and steps becomes the reference every later trial's loss curve is
+// judged against, and the failing setup runs again. nullopt (why_not extended) when the baseline
+// did not pass or the failing setup trains no worse than it.
+std::optional<Reproduction> reproduce_against_baseline(Context& context, const TrialSpec& failing,
+                                                       const TrialSpec& baseline,
+                                                       std::string& why_not, Outcome& ran);
 
 // 5. The 1-minimal set of config changes from the baseline that makes it fail.
 std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,

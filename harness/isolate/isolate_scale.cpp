@@ -130,6 +130,8 @@ ScaledDown scale_down(Context& context, const Reproduction& reproduction) {
     context.skip(
         "skipped scale: data: a step of this trainer costs the same on less data, so a smaller "
         "data fraction would make no trial cheaper");
+  } else if (detectors::is_curve(kind)) {
+    context.skip("skipped scale: data: the loss reference ran on the recipe's own data");
   } else if (!reproduction.spec.resume.empty()) {
     context.skip("skipped scale: data: a replay from a checkpoint keeps the run's data");
   } else {

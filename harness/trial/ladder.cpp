@@ -24,6 +24,7 @@ Ladder load_ladder(const std::string& path) {
   Ladder ladder;
   ladder.source = path;
   ConfigBinder binder(source);
+  binder.bind("reference", ladder.reference);
   for (int index : indices) {
     Rung rung;
     const std::string prefix = "rungs." + std::to_string(index) + ".";

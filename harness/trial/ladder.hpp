@@ -17,6 +17,9 @@ struct Rung {
 struct Ladder {
   std::string source;
   std::vector<Rung> rungs;
+  // A stored reference (`faultline reference add`) every rung's loss is judged against; "": none.
+  // `smoke --reference` overrides it.
+  std::string reference;
 };
 
 // Reads and validates a ladder file; every problem in one UserError naming the file and key.

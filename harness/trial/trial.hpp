@@ -73,6 +73,10 @@ class TrialRunner {
   TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options);
   Outcome run(const TrialSpec& spec);
   const RunnerOptions& options() const { return options_; }
+  // From now on every run is also judged against these runs' step records (loss_regression).
+  void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {
+    options_.reference = std::move(reference);
+  }
   Launcher& launcher() const { return launcher_; }
 
  private:

@@ -63,7 +63,7 @@ std::optional<double> read_optional(const nlohmann::json& json, const char* key)
 }  // namespace
 
 nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
-                              const std::string& judge) {
+                              const std::string& judge, const std::string& reference) {
   nlohmann::json identity = {{"v", 1},
                              {"config_path", spec.config_path},
                              {"config_digest", file_digest(spec.config_path)},
@@ -81,6 +81,7 @@ nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
   // The k-th identical run of a spec (a vote, a determinism check) is a trial of its own, so a
   // killed search resumes its votes too.
   if (spec.repeat > 0) identity["repeat"] = spec.repeat;
+  if (!reference.empty()) identity["reference_digest"] = reference;
   return identity;
 }
 
@@ -141,6 +142,27 @@ TrialCache::TrialCache(store::Store& store, TrialRunner& runner, std::string tra
                        std::string judge)
     : store_(store), runner_(runner), trainer_(std::move(trainer)), judge_(std::move(judge)) {}
 
+std::string reference_digest(const std::vector<std::vector<StepRecord>>& reference) {
+  // The losses decide the verdicts, not which runs they came from: a deterministic reference run
+  // again gives the same digest, so a resumed search reuses its trials.
+  Hasher hasher;
+  for (const auto& run : reference) {
+    for (const auto& record : run) {
+      hasher.update(&record.step, sizeof record.step);
+      hasher.update(&record.rank, sizeof record.rank);
+      hasher.update(&record.loss, sizeof record.loss);
+    }
+    hasher.update("|", 1);
+  }
+  return hex64(hasher.digest());
+}
+
+void TrialCache::judge_against(
+    std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {
+  reference_ = reference_digest(*reference);
+  runner_.judge_against(std::move(reference));
+}
+
 std::optional<Outcome> TrialCache::stored(const std::string& hash) const {
   auto trial = store_.find_trial(hash);
   if (!trial || !trial->outcome_json) return std::nullopt;
@@ -153,7 +175,7 @@ std::optional<Outcome> TrialCache::stored(const std::string& hash) const {
 }
 
 CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
-  const nlohmann::json identity = trial_identity(spec, trainer_, judge_);
+  const nlohmann::json identity = trial_identity(spec, trainer_, judge_, reference_);
   const std::string hash = trial_hash(identity);
   if (use == CacheUse::Reuse) {
     if (auto outcome = stored(hash)) {
@@ -175,7 +197,7 @@ std::vector<CachedOutcome> TrialCache::run_all(const std::vector<TrialSpec>& spe
   std::vector<size_t> to_run;
   for (size_t i = 0; i < specs.size(); ++i) {
     auto outcome = use == CacheUse::Reuse
-                       ? stored(trial_hash(trial_identity(specs[i], trainer_, judge_)))
+                       ? stored(trial_hash(trial_identity(specs[i], trainer_, judge_, reference_)))
                        : std::nullopt;
     if (outcome) {
       ++trials_reused_;

@@ -21,9 +21,12 @@ void from_json(const nlohmann::json& json, RankMalformed& malformed);
 namespace faultline::harness {
 
 // The spec as stored, with the facts that decide its result (content hashes, not just paths).
+// `reference`: the digest of the runs its loss is judged against ("": none).
 nlohmann::json trial_identity(const TrialSpec& spec, const std::string& trainer,
-                              const std::string& judge);
+                              const std::string& judge, const std::string& reference = "");
 std::string trial_hash(const nlohmann::json& identity);
+// A digest of the losses of reference runs (what a loss_regression verdict depends on).
+std::string reference_digest(const std::vector<std::vector<StepRecord>>& reference);
 
 nlohmann::json to_json(const Outcome& outcome);
 Outcome outcome_from_json(const nlohmann::json& json);
@@ -51,6 +54,10 @@ class TrialCache {
   std::vector<CachedOutcome> run_all(const std::vector<TrialSpec>& specs, int jobs,
                                      CacheUse use = CacheUse::Reuse);
 
+  // Every later trial is judged against these runs' step records (loss_regression), and cached
+  // apart from the same spec judged without them or against other runs.
+  void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference);
+
   int64_t trials_run() const { return trials_run_; }
   int64_t trials_reused() const { return trials_reused_; }
   int64_t steps_executed() const { return steps_executed_; }  // by trials run, not reused
@@ -61,6 +68,7 @@ class TrialCache {
   TrialRunner& runner_;
   std::string trainer_;
   std::string judge_;
+  std::string reference_;  // digest of the reference's losses, "" when none
   int64_t trials_run_ = 0, trials_reused_ = 0, steps_executed_ = 0;
 };
 

@@ -13,7 +13,8 @@ using DetectorList = std::vector<std::unique_ptr<Detector>>;
 
 // Training dynamics (dynamics.cpp): nonfinite, data and other anomaly records, grad_explode,
 // grad_vanish, loss_spike, stalled.
-void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds);
+void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds,
+                            const RunContext& context);
 
 // The run's start (start.cpp): bad_init, when the context knows the vocabulary size.
 void add_start_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);

@@ -243,10 +243,14 @@ class LossSpikeDetector : public Detector {
 };
 
 // stalled: after enough steps, the mean of the last window of losses must be clearly below the
-// mean of the first window. A whole-run judgement.
+// mean of the first window. A whole-run judgement. A run that starts well below ln(vocab size)
+// started trained (a fine-tune, a resume) and only has to fall at all.
 class StalledDetector : public Detector {
  public:
-  explicit StalledDetector(const Thresholds& t) : t_(t.stalled) {}
+  StalledDetector(const Thresholds& t, int64_t vocab_size)
+      : t_(t.stalled),
+        trained_start_(vocab_size > 1 ? std::log(static_cast<double>(vocab_size)) - t_.trained_below
+                                      : -INFINITY) {}
 
   void observe(const StepRecord& r) override {
     Rank& s = ranks_[r.rank];
@@ -265,13 +269,16 @@ class StalledDetector : public Detector {
       if (s.steps < t_.after_steps || s.first.size() < window || s.last.size() < window) continue;
       const double start = mean(s.first);
       const double end = mean({s.last.begin(), s.last.end()});
-      const double needed = start - std::fabs(start) * t_.min_rel_drop;
+      const bool trained = s.first.front() < trained_start_;
+      const double drop = trained ? t_.trained_min_rel_drop : t_.min_rel_drop;
+      const double needed = start - std::fabs(start) * drop;
       if (end < needed) continue;
       out.offer({FailureKind::Stalled, s.last_step, rank,
                  "mean loss of the last " + std::to_string(t_.window) + " steps " + num(end) +
                      " is not below " + num(needed) + " (the first " + std::to_string(t_.window) +
-                     " steps' mean " + num(start) + " less " + num(100 * t_.min_rel_drop) +
-                     "%) after " + std::to_string(s.steps) + " steps"});
+                     " steps' mean " + num(start) + " less " + num(100 * drop) + "%" +
+                     (trained ? ": it started trained, below ln(vocab size)" : "") + ") after " +
+                     std::to_string(s.steps) + " steps"});
     }
   }
 
@@ -283,17 +290,18 @@ class StalledDetector : public Detector {
     std::deque<double> last;
   };
   const Thresholds::Stalled t_;
+  const double trained_start_;  // a first loss below this started from trained weights
   std::map<int, Rank> ranks_;
 };
 
 }  // namespace
 
-void add_dynamics_detectors(DetectorList& out, const Thresholds& t) {
+void add_dynamics_detectors(DetectorList& out, const Thresholds& t, const RunContext& context) {
   out.push_back(std::make_unique<AnomalyDetector>(t));
   if (t.grad_explode.enabled || t.grad_vanish.enabled)
     out.push_back(std::make_unique<GradNormDetector>(t));
   if (t.loss_spike.enabled) out.push_back(std::make_unique<LossSpikeDetector>(t));
-  if (t.stalled.enabled) out.push_back(std::make_unique<StalledDetector>(t));
+  if (t.stalled.enabled) out.push_back(std::make_unique<StalledDetector>(t, context.vocab_size));
 }
 
 }  // namespace faultline::detectors

@@ -88,6 +88,10 @@ bool is_timing(FailureKind kind) {
          kind == FailureKind::Slow;
 }
 
+bool is_curve(FailureKind kind) {
+  return kind == FailureKind::LossRegression;
+}
+
 int localization_rank(FailureKind kind) {
   switch (kind) {
     case FailureKind::Crash:

@@ -49,6 +49,9 @@ const char* hint(FailureKind kind);
 
 // Judged from timings: on a busy machine one run is not evidence enough (DESIGN.md).
 bool is_timing(FailureKind kind);
+// Judged on the loss curve against a reference run (loss_regression): no one step is to blame,
+// and a run on other data or from a checkpoint is not comparable with the reference.
+bool is_curve(FailureKind kind);
 // Lower is better localized: a step-exact signal beats a symptom seen later.
 int localization_rank(FailureKind kind);
 

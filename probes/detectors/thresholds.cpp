@@ -20,6 +20,8 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("stalled.after_steps"), t.stalled.after_steps, kAtLeastOne);
   b.bind(key("stalled.window"), t.stalled.window, kAtLeastOne);
   b.bind(key("stalled.min_rel_drop"), t.stalled.min_rel_drop, kShare);
+  b.bind(key("stalled.trained_below"), t.stalled.trained_below, {0.0, {}});
+  b.bind(key("stalled.trained_min_rel_drop"), t.stalled.trained_min_rel_drop, kShare);
 
   b.bind(key("grad_explode.enabled"), t.grad_explode.enabled);
   b.bind(key("grad_explode.max_norm"), t.grad_explode.max_norm, {0.0, {}});

@@ -23,6 +23,11 @@ struct Thresholds {
     int64_t after_steps = 100;  // judged only on runs with at least this many steps
     int64_t window = 10;        // steps averaged at the start and at the end
     double min_rel_drop = 0.1;  // the end's mean must be this much (relative) below the start's
+    // A run whose first loss is more than `trained_below` nats under ln(vocab size) started from
+    // trained weights (a fine-tune, a resume): it starts near its floor, and only has to fall
+    // by trained_min_rel_drop. Needs the vocabulary size; without it min_rel_drop applies.
+    double trained_below = 1.0;
+    double trained_min_rel_drop = 0.01;
   } stalled;
   struct GradExplode {
     bool enabled = true;

@@ -142,6 +142,8 @@ json report_json(const harness::CommitBisectReport& report) {
       {"bad", report.bad_commit},
       {"search_id", report.search_id},
       {"resumed", report.resumed}};
+  if (report.seed_flake_rate) doc["seed_flake_rate"] = *report.seed_flake_rate;
+  if (report.p_good_looks_bad) doc["p_good_looks_bad"] = *report.p_good_looks_bad;
   if (report.answer == harness::CommitAnswer::Unsure && !report.culprit.empty())
     doc["best_guess"] = report.culprit;
   return doc;
@@ -169,6 +171,12 @@ void print_report(const harness::CommitBisectReport& report) {
       break;
   }
   if (report.confidence) fmt::print("confidence: {:.4f}\n", *report.confidence);
+  if (report.seed_flake_rate)
+    fmt::print("seed noise: {:.0f} % of the good commit's seeds fail against the others{}\n",
+               100 * *report.seed_flake_rate,
+               report.p_good_looks_bad
+                   ? fmt::format(" (P(good looks bad) used: {})", *report.p_good_looks_bad)
+                   : std::string());
   fmt::print("executions: {} ({} run now, {} from the store); {} candidates; {} skipped\n",
              report.executions, report.executed, report.reused, report.candidates,
              report.skipped.size());
@@ -244,6 +252,11 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
   command
       ->add_option("--kind", args->kind,
                    "only this failure kind is bad (slow: against the good commit's tokens/s)")
+      ->needs(recipe);
+  command
+      ->add_option("--reference-seeds", judge.reference_seeds,
+                   "--kind loss_regression: runs of the good commit (seeds) that are the "
+                   "reference (default 4)")
       ->needs(recipe);
   auto* flaky = command->add_flag("--flaky", args->flaky,
                                   "flake-aware Bayesian bisection with a no-culprit answer");

@@ -130,7 +130,8 @@ int run_smoke(const SmokeArgs& args) {
   auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
   auto options = runner_options(args.context);
-  if (!args.reference.empty()) options.reference = load_reference(store, args.reference);
+  const std::string& reference = args.reference.empty() ? ladder.reference : args.reference;
+  if (!reference.empty()) options.reference = load_reference(store, reference);
   ProgressLine out(progress_style(args.context.quiet), "smoke");
   TrialProgress progress(out, StepLines::None);
   options.observer = &progress;
@@ -222,7 +223,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
                     "ladder file, or an installed ladder's name (default: default)");
   smoke->add_option("--reference", smoke_args->reference,
                     "a stored reference (faultline reference add): each rung's loss is judged "
-                    "against its runs' (loss_regression)");
+                    "against its runs' (loss_regression); default: the ladder's reference");
   add_context_options(*smoke);
   add_launcher_option(*smoke);
   smoke->callback([smoke_args, smoke, &exit_code] {

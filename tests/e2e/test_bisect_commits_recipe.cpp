@@ -1,5 +1,6 @@
 // End-to-end: `bisect commits --recipe` runs the trainer "built" at each commit (a link to this
-// build's) on that commit's recipe: a huge LR is found by loss_spike, a slow step by `slow`.
+// build's) on that commit's recipe: a huge LR is found by loss_spike, a slow step by `slow`, a
+// too low LR by loss_regression against seeds of the good commit.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -92,4 +93,35 @@ TEST(BisectCommitsRecipe, SlowStepCommitIsFoundAgainstTheGoodCommitsThroughput) 
   EXPECT_EQ(cli.doc.at("runs").at(0).at("stage"), "baseline");
   EXPECT_EQ(cli.doc.at("runs").at(0).at("commit"), h.root);
   EXPECT_GT(cli.doc.at("runs").at(0).at("tokens_per_s").get<double>(), 0);
+}
+
+// A learning rate three times too low fails no detector alone: micro still learns, 22 % worse.
+// Judged against four seeds of the good commit (--flaky reruns a commit on another seed).
+TEST(BisectCommitsRecipe, LossRegressionCommitIsFoundAgainstSeedsOfTheGoodCommit) {
+  GitFixture repo(make_temp_dir("bc-recipe-loss"));
+  const auto h = history(repo, 6, 3, replaced(micro_recipe(), "lr = 1e-2", "lr = 3e-3"));
+  auto cli = bisect(repo, h, "loss_regression", {"--flaky"});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("culprit"), h.commit[3]) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("seed_flake_rate"), 0.0);
+  EXPECT_GE(cli.doc.at("p_good_looks_bad").get<double>(), 0.025);
+  const auto& runs = cli.doc.at("runs");
+  ASSERT_GE(runs.size(), 5u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(runs.at(k).at("stage"), "reference");
+    EXPECT_EQ(runs.at(k).at("commit"), h.root);
+  }
+  for (const auto& run : runs) {
+    if (run.at("stage") != "trial") continue;
+    if (run.at("verdict") == "bad") {
+      const std::string detail = run.at("detail");
+      EXPECT_THAT(detail, ::testing::HasSubstr("loss_regression at step"));
+      EXPECT_THAT(detail, ::testing::HasSubstr("above the reference band"));
+      EXPECT_THAT(detail, ::testing::HasSubstr("of 4 run(s)"));
+    }
+  }
+
+  auto few = bisect(repo, h, "loss_regression", {"--reference-seeds", "1"});
+  EXPECT_EQ(few.result.exit_code, 2);
+  EXPECT_THAT(few.result.output, ::testing::HasSubstr("--reference-seeds 1 is too few"));
 }

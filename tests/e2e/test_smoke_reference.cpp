@@ -1,8 +1,11 @@
 // End-to-end: a reference of healthy micro runs of three seeds, stored with `faultline reference
 // add`; smoke against it passes a new seed and fails a far too low learning rate with
-// loss_regression; the reference commands' errors name the bad value.
+// loss_regression, and so does a ladder that names the reference; the reference commands'
+// errors name the bad value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "support/cli.hpp"
 
@@ -102,4 +105,19 @@ TEST(SmokeReference, BadReferencesAreRefusedNamingTheValue) {
   EXPECT_EQ(missing.result.exit_code, 2);
   EXPECT_THAT(missing.result.output, HasSubstr("no reference named 'nope'"));
   EXPECT_THAT(missing.result.output, HasSubstr("stored references: healthy"));
+}
+
+TEST(SmokeReference, ALadderNamesItsReference) {
+  const std::string ladder = make_temp_dir("smoke-reference-ladder") + "/ladder.toml";
+  std::ofstream(ladder) << "reference = \"healthy\"\n\n[[rungs]]\nname = \"all\"\nsteps = 0\n";
+  auto degraded = faultline_cli(
+      {"smoke", "-c", kMicro, "--ladder", ladder, "--json", "--set", "optim.lr=1e-4"}, store_dir());
+  EXPECT_EQ(degraded.result.exit_code, 1) << degraded.result.output;
+  ASSERT_EQ(degraded.doc.at("verdict"), "fail") << degraded.doc.dump();
+  EXPECT_EQ(degraded.doc.at("rungs").back().at("failures").at(0).at("kind"), "loss_regression");
+
+  std::ofstream(ladder) << "reference = \"nope\"\n\n[[rungs]]\nsteps = 0\n";
+  auto unknown = faultline_cli({"smoke", "-c", kMicro, "--ladder", ladder}, store_dir());
+  EXPECT_EQ(unknown.result.exit_code, 2);
+  EXPECT_THAT(unknown.result.output, HasSubstr("no reference named 'nope'"));
 }

@@ -1,6 +1,6 @@
 // Tests for the judgements of a run alone that catch training going wrong without a NaN:
-// stalled (a meaningful share of the first loss), loss_spike's rise in median absolute
-// deviations, and the bad_init warning against ln(vocab size).
+// stalled (a meaningful share of the first loss; a fine-tune only has to fall), loss_spike's rise
+// in median absolute deviations, and the bad_init warning against ln(vocab size).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,6 +28,24 @@ TEST(DetectorsAlone, StalledNeedsATenthOfTheFirstLossGone) {
   // 5.5 -> 4.6: 16 % down in the last window's mean against the first's.
   for (auto& r : records) r.loss = 5.5 - 1.0 * static_cast<double>(r.step) / 100;
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+}
+
+TEST(DetectorsAlone, AFineTuneStartsNearItsFloorAndOnlyHasToFall) {
+  // A fine-tune of a 256-token model: it starts at 2.0, far below ln(256) = 5.55, and falls 5 %.
+  auto records = synthetic_run();
+  for (auto& r : records) r.loss = 2.0 - 0.1 * static_cast<double>(r.step) / 100;
+  const RunContext tiny{1, 10, 256};
+  EXPECT_TRUE(judge(records, tiny).empty()) << describe(judge(records, tiny));
+  // Without the vocabulary size it cannot tell a fine-tune from a fresh run: 10 % applies.
+  expect_one(judge(records), "stalled", 100, 0);
+  // Flat: not even 1 % down.
+  for (auto& r : records) r.loss = 2.0 - 0.01 * static_cast<double>(r.step) / 100;
+  auto failures = judge(records, tiny);
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "stalled", 100, 0));
+  EXPECT_NE(failures[0].detail.find("started trained"), std::string::npos) << failures[0].detail;
+  // A fresh run (first loss at ln(vocab)) is still held to 10 %.
+  for (auto& r : records) r.loss = 5.5 - 0.5 * static_cast<double>(r.step) / 100;
+  expect_one(judge(records, tiny), "stalled", 100, 0);
 }
 
 TEST(DetectorsAlone, AnEarlyJumpOfAFewNatsIsASpikeInMedianAbsoluteDeviations) {

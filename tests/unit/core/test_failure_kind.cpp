@@ -41,6 +41,9 @@ TEST(FailureKind, DataIsAsWellLocalizedAsNonfiniteAndTimingKindsAreTiming) {
     EXPECT_TRUE(is_timing(kind)) << to_string(kind);
   EXPECT_FALSE(is_timing(FailureKind::Nonfinite));
   EXPECT_FALSE(is_timing(FailureKind::Hang));
+  EXPECT_TRUE(is_curve(FailureKind::LossRegression));
+  EXPECT_FALSE(is_curve(FailureKind::Stalled));  // judged alone, on the run's own start
+  EXPECT_FALSE(is_curve(FailureKind::LossSpike));
 }
 
 TEST(FailureKind, BadInitIsAWarningWithAHintAndFailsNoRunAlone) {

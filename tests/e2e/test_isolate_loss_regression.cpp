@@ -1,0 +1,67 @@
+// End-to-end: a setup that fails no detector alone but trains worse than its baseline. With
+// `--baseline`, isolate runs the baseline as the loss reference, reproduces a loss_regression
+// and names the one key of three changed ones that makes it (a far too low learning rate).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/cli.hpp"
+
+using namespace faultline::testing;
+using ::testing::HasSubstr;
+
+namespace {
+
+const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
+
+// Three changed keys: only the learning rate (1e-2 -> 1e-4) makes micro train worse.
+Cli isolate(const std::string& command, std::vector<std::string> extra,
+            const std::string& dir = make_temp_dir("isolate-loss")) {
+  std::vector<std::string> args = {command};
+  if (command == "bisect") args.push_back("config");
+  args.insert(args.end(), {"-c", kMicro, "--json", "--set", "optim.lr=1e-4", "--set",
+                           "optim.grad_clip=2.0", "--set", "schedule.min_lr_ratio=0.3"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return faultline_cli(args, dir, 300);
+}
+
+}  // namespace
+
+TEST(IsolateLossRegression, TheBaselineIsTheReferenceAndDdminNamesTheLearningRate) {
+  auto cli = isolate("isolate", {"--baseline", kMicro});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  const auto& doc = cli.doc;
+  EXPECT_EQ(doc.at("kind"), "loss_regression") << doc.dump();
+  const std::string detail = doc.at("detail");
+  EXPECT_THAT(detail, HasSubstr("above the reference band"));
+  EXPECT_THAT(detail, HasSubstr("%)"));  // how much worse, relative
+  EXPECT_GT(doc.at("step").get<int64_t>(), 1);
+  EXPECT_THAT(detail, HasSubstr("at step " + std::to_string(doc.at("step").get<int64_t>())));
+  ASSERT_EQ(doc.at("config_culprit").size(), 1u) << doc.dump();
+  EXPECT_EQ(doc.at("config_culprit").at(0).at("key"), "optim.lr");
+  EXPECT_EQ(doc.at("config_culprit").at(0).at("failing"), "1e-04");
+  EXPECT_THAT(doc.at("skipped").dump(), HasSubstr("a loss regression is the whole curve's"));
+  EXPECT_THAT(cli.result.output, HasSubstr("the baseline as the loss reference"));
+}
+
+TEST(IsolateLossRegression, BisectConfigNamesTheKeyToo) {
+  auto cli = isolate("bisect", {"--baseline", kMicro});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "loss_regression") << cli.doc.dump();
+  ASSERT_EQ(cli.doc.at("config_culprit").size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("config_culprit").at(0).at("key"), "optim.lr");
+}
+
+TEST(IsolateLossRegression, WithoutABaselineNothingFails) {
+  auto cli = isolate("isolate", {});
+  EXPECT_EQ(cli.result.exit_code, 3) << cli.result.output;
+  EXPECT_THAT(cli.doc.at("message").get<std::string>(), HasSubstr("passed every detector"));
+}
+
+TEST(IsolateLossRegression, ABaselineThatTrainsNoBetterIsNoCulprit) {
+  // The baseline differs only in keys that do not change how well micro trains.
+  auto cli = isolate("isolate", {"--baseline-set", "optim.grad_clip=1.0", "--baseline-set",
+                                 "schedule.min_lr_ratio=0.1"});
+  EXPECT_EQ(cli.result.exit_code, 3) << cli.result.output;
+  EXPECT_THAT(cli.doc.at("message").get<std::string>(),
+              HasSubstr("nor does it train worse than the baseline"));
+}

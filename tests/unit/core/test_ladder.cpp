@@ -1,0 +1,39 @@
+// Ladder files: the rungs, the reference a ladder may name, and errors naming the key.
+#include "harness/trial/ladder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+
+using namespace faultline::harness;
+
+namespace {
+
+std::string write(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("faultline-ladder-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST(Ladder, ALadderMayNameItsReference) {
+  const auto ladder =
+      load_ladder(write("ref.toml", "reference = \"tiny-healthy\"\n[[rungs]]\nsteps = 100\n"));
+  EXPECT_EQ(ladder.reference, "tiny-healthy");
+  ASSERT_EQ(ladder.rungs.size(), 1u);
+  EXPECT_EQ(ladder.rungs[0].steps, 100);
+  EXPECT_EQ(load_ladder(FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml").reference, "");
+}
+
+TEST(Ladder, AReferenceThatIsNoStringIsAnErrorNamingTheKey) {
+  try {
+    load_ladder(write("bad.toml", "reference = 3\n[[rungs]]\nsteps = 10\n"));
+    FAIL() << "a number is no reference name";
+  } catch (const faultline::UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("reference"), std::string::npos) << error.what();
+  }
+}
