@@ -1,7 +1,10 @@
 // Binding [launcher] (the recipe's launcher.* keys, after --set) and choosing the launcher.
 #include "harness/launch/launcher_config.hpp"
 
+#include <fmt/format.h>
+#include <array>
 #include <sstream>
+#include <utility>
 
 #include "common/config.hpp"
 #include "harness/launch/local_launcher.hpp"
@@ -11,19 +14,30 @@ namespace faultline::harness {
 
 namespace {
 
-const std::vector<std::string>& kind_names() {
-  static const std::vector<std::string> names = {"local", "slurm"};
-  return names;
-}
+// The one table of launcher names: to_string, parse_launcher_kind and the valid choices.
+constexpr std::array<std::pair<LauncherKind, const char*>, 2> kKinds{{
+    {LauncherKind::Local, "local"},
+    {LauncherKind::Slurm, "slurm"},
+}};
 
-LauncherKind kind_from(const std::string& text) {
-  return text == "slurm" ? LauncherKind::Slurm : LauncherKind::Local;
+std::vector<std::string> kind_names() {
+  std::vector<std::string> names;
+  for (const auto& [kind, name] : kKinds) names.emplace_back(name);
+  return names;
 }
 
 }  // namespace
 
 const char* to_string(LauncherKind kind) {
-  return kind == LauncherKind::Slurm ? "slurm" : "local";
+  for (const auto& [each, name] : kKinds)
+    if (each == kind) return name;
+  return "local";
+}
+
+std::optional<LauncherKind> parse_launcher_kind(const std::string& text) {
+  for (const auto& [kind, name] : kKinds)
+    if (text == name) return kind;
+  return std::nullopt;
 }
 
 LauncherConfig load_launcher_config(const std::string& recipe_path,
@@ -46,11 +60,12 @@ LauncherConfig load_launcher_config(const std::string& recipe_path,
   binder.bind("launcher.nodelist", slurm.nodelist);
   binder.bind("launcher.exclude", slurm.exclude);
   binder.bind("launcher.srun_args", srun_args);
-  if (!kind_flag.empty() && kind_flag != "local" && kind_flag != "slurm")
+  if (!kind_flag.empty() && !parse_launcher_kind(kind_flag))
     binder.fail("launcher.kind", "--launcher " + kind_flag + " is not a launcher",
-                "give local or slurm");
+                fmt::format("give {}", fmt::join(kind_names(), " or ")));
   binder.finish();
-  config.kind = kind_from(kind_flag.empty() ? kind : kind_flag);
+  config.kind =
+      parse_launcher_kind(kind_flag.empty() ? kind : kind_flag).value_or(LauncherKind::Local);
   std::istringstream words(srun_args);
   for (std::string word; words >> word;) slurm.srun_args.push_back(word);
   return config;

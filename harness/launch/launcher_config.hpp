@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace faultline::harness {
 
 enum class LauncherKind { Local, Slurm };
 const char* to_string(LauncherKind kind);
+std::optional<LauncherKind> parse_launcher_kind(const std::string& text);  // nullopt: unknown
 
 struct SlurmOptions {
   int nodes = 0;           // 0: as many as the ranks need at tasks_per_node

@@ -96,8 +96,10 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
                     "give at least 1");
   harness::IsolateRequest request;
   request.failing = failing_spec(args);
-  auto launcher = make_launcher(args.context, request.failing.config_path, args.overrides);
-  if (std::string(launcher->name()) == "slurm" && !request.failing.config_path.empty() &&
+  const auto launcher_setup =
+      launcher_config(args.context, request.failing.config_path, args.overrides);
+  auto launcher = harness::make_launcher(launcher_setup);
+  if (launcher_setup.kind == harness::LauncherKind::Slurm && !request.failing.config_path.empty() &&
       request.failing.hosts.empty() && std::getenv("SLURM_JOB_NODELIST"))
     // Inside an allocation its nodes are the hosts: one rank per node, the rest spares.
     if (auto nodes = harness::slurm_nodes();

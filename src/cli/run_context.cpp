@@ -76,10 +76,15 @@ void add_launcher_option(CLI::App& command) {
                      "sbatch jobs); default: the recipe's launcher.kind, else local");
 }
 
+harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
+                                        const std::vector<std::string>& overrides) {
+  return harness::load_launcher_config(recipe, overrides, options.launcher);
+}
+
 std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,
                                                  const std::string& recipe,
                                                  const std::vector<std::string>& overrides) {
-  return harness::make_launcher(harness::load_launcher_config(recipe, overrides, options.launcher));
+  return harness::make_launcher(launcher_config(options, recipe, overrides));
 }
 
 std::string resolve_db_path(const std::string& flag) {

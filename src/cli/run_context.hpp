@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/launch/launcher_config.hpp"
 #include "harness/trial/trial.hpp"
 #include "store/store.hpp"
 
@@ -40,6 +41,9 @@ RunContextOptions& shared_context();
 void add_context_options(CLI::App& command);
 // --launcher local|slurm, for the commands that run trials.
 void add_launcher_option(CLI::App& command);
+// The launcher section of a run command: --launcher over the recipe's [launcher] (with --set).
+harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
+                                        const std::vector<std::string>& overrides);
 // The launcher of a run command: --launcher over the recipe's [launcher] section (with --set).
 std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,
                                                  const std::string& recipe,
