@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "trainer/runtime_info.hpp"
 #ifdef FAULTLINE_TORCH_CUDA
-#include "trainer/cuda_memory.hpp"
+#include "trainer/cuda_device.hpp"
 #endif
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -22,6 +22,18 @@ namespace faultline::trainer {
 
 namespace {
 constexpr const char* kCublasWorkspace = "CUBLAS_WORKSPACE_CONFIG";
+
+std::string no_cuda_hint() {
+#ifdef FAULTLINE_TORCH_CUDA
+  return std::string("this faultline-train's LibTorch ") + TORCH_VERSION +
+         " has CUDA but sees no device (check the driver and CUDA_VISIBLE_DEVICES); use "
+         "\"cpu\" or \"auto\"";
+#else
+  return std::string("this faultline-train's LibTorch ") + TORCH_VERSION +
+         " is a CPU build; use \"cpu\" or \"auto\", or build against a CUDA LibTorch "
+         "(docs/gpu.md)";
+#endif
+}
 
 void set_autocast(torch::DeviceType type, bool enabled) {
 #ifdef FAULTLINE_AUTOCAST_PER_DEVICE
@@ -52,12 +64,17 @@ torch::Device choose_device(const TrainConfig& config, int cuda_devices, int loc
   if (kind == DeviceKind::Cpu || (kind == DeviceKind::Auto && cuda_devices == 0))
     return torch::Device(torch::kCPU);
   if (cuda_devices == 0)
-    throw UserError(
-        "train.device = \"cuda\" but no CUDA device is usable", config.where("train.device"),
-        std::string("this faultline-train's LibTorch ") + TORCH_VERSION +
-            (torch::cuda::is_available() ? " sees no device" : " has no CUDA or sees no device") +
-            "; use \"cpu\" or \"auto\", or build against a CUDA LibTorch (docs/gpu.md)");
+    throw UserError("train.device = \"cuda\" but no CUDA device is usable",
+                    config.where("train.device"), no_cuda_hint());
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % cuda_devices));
+}
+
+void make_current(const torch::Device& device) {
+#ifdef FAULTLINE_TORCH_CUDA
+  if (device.is_cuda()) make_cuda_device_current(device.index());
+#else
+  (void)device;
+#endif
 }
 
 nlohmann::json make_deterministic(const torch::Device& device, int world_size,

@@ -1,6 +1,6 @@
 // Where and how precisely the trainer computes: the device train.device names, bf16 autocast,
 // the deterministic settings (and what stays nondeterministic), and memory from the device's own
-// figures. No CUDA runtime call here: those live in cuda_memory.cpp, built for a CUDA LibTorch.
+// figures. No CUDA runtime call here: those live in cuda_device.cpp, built for a CUDA LibTorch.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,6 +22,9 @@ int cuda_device_count();
 // The device of train.device: auto takes CUDA when a device exists. Rank r of a node takes
 // device LOCAL_RANK mod count. CUDA without a device is a UserError naming the key.
 torch::Device choose_device(const TrainConfig& config, int cuda_devices, int local_rank);
+
+// Makes a CUDA device the process's current one (nothing for the CPU).
+void make_current(const torch::Device& device);
 
 // Deterministic algorithms everywhere; on CUDA also cuDNN deterministic and not benchmarking, and
 // an op without a deterministic CUDA kernel warns instead of failing the run. Returns the start

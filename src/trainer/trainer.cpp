@@ -92,6 +92,7 @@ void Trainer::set_up() {
                     "choose a batch size that splits evenly over ranks and micro-batches");
   // First: train.device = "cuda" without a device is a config error before any work.
   device_ = choose_device(config_, cuda_device_count(), env_.local_rank);
+  make_current(device_);
   at::set_num_interop_threads(1);
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
 

@@ -4,6 +4,7 @@
 #include "trainer/device.hpp"
 
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <cstdlib>
 #include <string>
@@ -40,7 +41,7 @@ TEST(ChooseDevice, CudaWithoutADeviceNamesTheKeyAndTheWayOut) {
   EXPECT_EQ(error.what, "train.device = \"cuda\" but no CUDA device is usable");
   EXPECT_EQ(error.where, "train.device at --set train.device");
   EXPECT_TRUE(contains(error.hint, "use \"cpu\" or \"auto\"")) << error.hint;
-  EXPECT_TRUE(contains(error.hint, "CUDA LibTorch (docs/gpu.md)")) << error.hint;
+  EXPECT_TRUE(contains(error.hint, "this faultline-train's LibTorch " TORCH_VERSION)) << error.hint;
 }
 
 TEST(ChooseDevice, ThisLibTorchCountsItsDevices) {
