@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks of faultline, for a machine with an NVIDIA GPU, python3 with a CUDA PyTorch (its
 # LibTorch inside), cmake, ninja and the CUDA toolkit: builds the GPU parts, runs the device tests,
-# the NCCL check, the CUPTI probe on a small PyTorch script (a planted data stall must show as
-# GPU idle time), the probe's overhead and the bf16 benchmark; prints a summary. About 5 minutes.
+# the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
+# data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
+# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio); prints a summary. About 5
+# minutes.
 #
 #   bash tests/gpu/run.sh            # results and logs in $FAULTLINE_GPU_OUT (default build-gpu/out)
 #
