@@ -222,7 +222,15 @@ if [[ -x ${train_bin:-/nonexistent} ]]; then
       theirs=$(json_field "$out/bench-python-$shape.log" tokens_per_s)
       ratio=$(python3 -c "print(f'{float(\"$ours\") / float(\"$theirs\"):.3f}' if \"$theirs\" else 'n/a')" 2>/dev/null || echo n/a)
       start=$(grep -m1 '"name":"start"' "$metrics" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("determinism"))' 2>/dev/null)
-      peak=$(grep '"type":"step"' "$metrics" | tail -1 | python3 -c 'import json,sys; r=json.load(sys.stdin); print(f"{r.get(\"mem_bytes\",0)/2**30:.1f} of {r.get(\"mem_total_bytes\",0)/2**30:.1f} GiB used, peak allocated {r.get(\"mem_peak_bytes\",0)/2**30:.2f} GiB")' 2>/dev/null)
+      peak=$(python3 - "$metrics" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l]
+r = steps[-1] if steps else {}
+gib = lambda key: r.get(key, 0) / 2**30
+print(f"{gib('mem_bytes'):.1f} of {gib('mem_total_bytes'):.1f} GiB used, "
+      f"peak allocated {gib('mem_peak_bytes'):.2f} GiB")
+PY
+)
       record INFO "faultline-train bf16 $shape on cuda: $ours tokens/s vs python $theirs: ratio $ratio (target >= 1.0); memory $peak"
       record INFO "faultline-train determinism ($shape): $start"
     else
