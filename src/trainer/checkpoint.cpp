@@ -32,7 +32,11 @@ class Writer {
   void value(T v) {
     raw(&v, sizeof v);
   }
-  void tensor(const torch::Tensor& t) { raw(t.data_ptr(), t.numel() * t.element_size()); }
+  // Checkpoints hold host bytes whatever device trained: they load onto any device.
+  void tensor(const torch::Tensor& t) {
+    const auto host = t.to(torch::kCPU).contiguous();
+    raw(host.data_ptr(), host.numel() * host.element_size());
+  }
 
  private:
   std::string& out_;
@@ -55,7 +59,11 @@ class Reader {
     std::memcpy(&v, take(sizeof v), sizeof v);
     return v;
   }
-  void tensor(torch::Tensor& t) { std::memcpy(t.data_ptr(), take(t.numel() * 4), t.numel() * 4); }
+  void tensor(torch::Tensor& t) {
+    auto host = t.is_cpu() ? t : torch::empty(t.sizes(), t.options().device(torch::kCPU));
+    std::memcpy(host.data_ptr(), take(t.numel() * 4), t.numel() * 4);
+    if (!t.is_cpu()) t.copy_(host);
+  }
 
  private:
   const std::string& data_;

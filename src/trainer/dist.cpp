@@ -5,6 +5,9 @@
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef FAULTLINE_TORCH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <cstdlib>
 
@@ -46,11 +49,30 @@ RankEnv read_rank_env() {
   return env;
 }
 
-Communicator::Communicator(const RankEnv& env, const DistConfig& config) : env_(env) {
-  if (config.backend == DistBackend::Nccl)
-    throw UserError(
-        "dist.backend = \"nccl\" needs a CUDA build of LibTorch", "dist.backend",
-        "this faultline-train was built against a CPU LibTorch; use \"gloo\" or \"auto\"");
+namespace {
+// Which backend a config and device get: "auto" takes NCCL for CUDA tensors where it is built.
+bool wants_nccl(const DistConfig& config, const torch::Device& device) {
+#ifdef FAULTLINE_TORCH_NCCL
+  if (config.backend == DistBackend::Auto) return device.is_cuda();
+#endif
+  if (config.backend != DistBackend::Nccl) return false;
+#ifndef FAULTLINE_TORCH_NCCL
+  throw UserError("dist.backend = \"nccl\" but this faultline-train's LibTorch has no NCCL",
+                  "dist.backend",
+                  "it was built against a LibTorch without c10d ProcessGroupNCCL (a CPU build); "
+                  "use \"gloo\" or \"auto\", or build against a CUDA LibTorch (docs/gpu.md)");
+#endif
+  if (!device.is_cuda())
+    throw UserError("dist.backend = \"nccl\" needs train.device on CUDA, not " + device.str(),
+                    "dist.backend", "set train.device = \"cuda\" (or \"auto\"), or use \"gloo\"");
+  return true;
+}
+}  // namespace
+
+Communicator::Communicator(const RankEnv& env, const DistConfig& config,
+                           const torch::Device& device)
+    : env_(env) {
+  const bool nccl = wants_nccl(config, device);
   if (env.world_size == 1) return;
   const auto timeout = std::chrono::milliseconds(config.timeout_s * 1000);
   c10d::TCPStoreOptions store_options;
@@ -60,6 +82,17 @@ Communicator::Communicator(const RankEnv& env, const DistConfig& config) : env_(
   store_options.waitWorkers = true;
   store_options.timeout = timeout;
   auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+#ifdef FAULTLINE_TORCH_NCCL
+  if (nccl) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, options);
+    backend_ = "nccl";
+    return;
+  }
+#else
+  (void)nccl;
+#endif
 
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
@@ -68,6 +101,7 @@ Communicator::Communicator(const RankEnv& env, const DistConfig& config) : env_(
   else
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
   group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
+  backend_ = "gloo";
 }
 
 Communicator::~Communicator() = default;
@@ -86,7 +120,7 @@ void Communicator::barrier() {
 }
 
 const char* Communicator::backend_name() const {
-  return group_ ? "gloo" : "none";
+  return backend_;
 }
 
 }  // namespace faultline::trainer

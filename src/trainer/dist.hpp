@@ -1,8 +1,10 @@
-// Data-parallel communication: c10d Gloo over a TCPStore rendezvous from torchrun-style
-// environment variables. One rank (WORLD_SIZE unset or 1) needs no process group at all.
+// Data-parallel communication: c10d Gloo (or NCCL, in a CUDA LibTorch that has it) over a
+// TCPStore rendezvous from torchrun-style environment variables. One rank (WORLD_SIZE unset or 1)
+// needs no process group at all.
 #pragma once
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <memory>
 #include <string>
@@ -11,6 +13,9 @@
 
 namespace c10d {
 class ProcessGroup;
+#if TORCH_VERSION_MAJOR >= 2
+class Backend;
+#endif
 }  // namespace c10d
 
 namespace faultline::trainer {
@@ -29,7 +34,9 @@ RankEnv read_rank_env();
 
 class Communicator {
  public:
-  Communicator(const RankEnv& env, const DistConfig& config);
+  // NCCL (dist.backend "nccl", or "auto" on CUDA) needs a LibTorch built with it; `device` is
+  // where the tensors to reduce live.
+  Communicator(const RankEnv& env, const DistConfig& config, const torch::Device& device);
   ~Communicator();
 
   int rank() const { return env_.rank; }
@@ -46,7 +53,13 @@ class Communicator {
 
  private:
   RankEnv env_;
+  // LibTorch 2 split the process group from its backends (Gloo, NCCL).
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<c10d::Backend> group_;
+#else
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+#endif
+  const char* backend_ = "none";
   int64_t collectives_entered_ = 0;
 };
 

@@ -104,7 +104,9 @@ void FaultPlan::on_local_grads(int64_t step, torch::Tensor& grads) const {
     static std::random_device entropy;
     auto generator = at::make_generator<at::CPUGeneratorImpl>(
         (static_cast<uint64_t>(entropy()) << 32) | entropy());
-    grads.add_(at::randn(grads.sizes(), generator, grads.options()) * 1e-4);
+    grads.add_(at::randn(grads.sizes(), generator, grads.options().device(torch::kCPU))
+                   .to(grads.device()) *
+               1e-4);
   }
 }
 

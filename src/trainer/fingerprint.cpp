@@ -27,9 +27,11 @@ torch::Tensor sign_pattern(int64_t numel) {
 
 Fingerprint Fingerprinter::operator()(const torch::Tensor& flat) {
   torch::NoGradGuard no_grad;
-  auto values = flat.to(torch::kFloat).contiguous();
+  // On the host: the hash reads the bytes, and the sketch sums in the same order on any device.
+  const auto host = flat.to(torch::kCPU).contiguous();
+  auto values = host.to(torch::kFloat).contiguous();
   Fingerprint fingerprint;
-  fingerprint.hash = hash_bytes(flat.data_ptr(), flat.numel() * flat.element_size());
+  fingerprint.hash = hash_bytes(host.data_ptr(), host.numel() * host.element_size());
   fingerprint.norm = values.norm().item<double>();
   if (!signs_.defined() || signs_.numel() != values.numel()) signs_ = sign_pattern(values.numel());
   auto signed_values = (values * signs_).to(torch::kDouble);

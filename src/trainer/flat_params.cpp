@@ -5,7 +5,7 @@
 
 namespace faultline::trainer {
 
-FlatParams::FlatParams(torch::nn::Module& module) {
+FlatParams::FlatParams(torch::nn::Module& module, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   auto named = module.named_parameters(/*recurse=*/true);
   std::vector<std::pair<std::string, torch::Tensor>> ordered;
@@ -19,8 +19,9 @@ FlatParams::FlatParams(torch::nn::Module& module) {
     if (param.dim() >= 2) decayed_numel_ = total + param.numel();
     total += param.numel();
   }
-  values_ = torch::empty({total}, torch::kFloat32);
-  comm_buffer_ = torch::zeros({total + 1}, torch::kFloat32);
+  const auto options = torch::dtype(torch::kFloat32).device(device);
+  values_ = torch::empty({total}, options);
+  comm_buffer_ = torch::zeros({total + 1}, options);
   grads_ = comm_buffer_.narrow(0, 0, total);
   for (size_t i = 0; i < ordered.size(); ++i) {
     auto& param = ordered[i].second;
@@ -69,10 +70,19 @@ FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
 }
 
 double clip_grad_norm(torch::Tensor& grads, double max_norm) {
-  torch::NoGradGuard no_grad;
-  const double norm = grads.norm().item<double>();
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) grads.mul_(max_norm / (norm + 1e-6));
+  const double norm = grad_norm(grads).item<double>();
+  clip_grads(grads, norm, max_norm);
   return norm;
+}
+
+torch::Tensor grad_norm(const torch::Tensor& grads) {
+  torch::NoGradGuard no_grad;
+  return grads.norm();
+}
+
+void clip_grads(torch::Tensor& grads, double norm, double max_norm) {
+  torch::NoGradGuard no_grad;
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) grads.mul_(max_norm / (norm + 1e-6));
 }
 
 }  // namespace faultline::trainer

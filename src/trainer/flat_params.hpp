@@ -19,8 +19,9 @@ struct FlatParam {
 class FlatParams {
  public:
   // Moves every parameter of `module` into the flat buffers. Matrices (weight decay applies) come
-  // first, vectors after, so decay is one slice. Grad slots start zeroed.
-  explicit FlatParams(torch::nn::Module& module);
+  // first, vectors after, so decay is one slice. Grad slots start zeroed. The buffers live on
+  // `device`: the module's parameters become views of them there.
+  explicit FlatParams(torch::nn::Module& module, const torch::Device& device = torch::kCPU);
 
   torch::Tensor& values() { return values_; }
   torch::Tensor& grads() { return grads_; }
@@ -72,5 +73,10 @@ class FlatAdamW {
 // Scales grads so their global L2 norm is at most max_norm (0: no clipping); returns the norm
 // before clipping. The norm is also the always-on finiteness probe: any NaN/Inf grad makes it so.
 double clip_grad_norm(torch::Tensor& grads, double max_norm);
+
+// The two halves of clip_grad_norm, for a caller that reads the norm together with other scalars
+// in one host sync: the norm as a 0-dim tensor on the grads' device, and the scaling given it.
+torch::Tensor grad_norm(const torch::Tensor& grads);
+void clip_grads(torch::Tensor& grads, double norm, double max_norm);
 
 }  // namespace faultline::trainer

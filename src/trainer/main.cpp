@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "trainer/blas_kernel.hpp"
+#include "trainer/device.hpp"
 #include "trainer/runtime_info.hpp"
 #include "trainer/trainer.hpp"
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   using namespace faultline;
   // Before anything else: OpenBLAS read OPENBLAS_CORETYPE when it was loaded, so a better kernel
   // than its fallback needs a fresh process image (docs/trainer.md, "BLAS kernel").
+  trainer::set_cublas_workspace_default();  // read when CUDA initialises: before any CUDA use
   trainer::reexec_with_best_blas_kernel(argv);
   CLI::App app{"faultline-train: deterministic LibTorch GPT trainer (see docs/trainer.md)"};
   std::string config_path, out_dir = "faultline-train-out", resume_path;

@@ -87,7 +87,7 @@ GptImpl::GptImpl(const ModelConfig& config_) : config(config_) {
 
 torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observer) {
   const int64_t time = idx.size(1);
-  auto positions = torch::arange(time, torch::kLong);
+  auto positions = torch::arange(time, torch::dtype(torch::kLong).device(idx.device()));
   // Two statements: the order of a + b's operands is unspecified, and probes must see forward
   // order.
   auto token = observe(observer, "wte", wte(idx));

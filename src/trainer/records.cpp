@@ -23,33 +23,38 @@ std::string first_nonfinite_param(const FlatParams& params, const torch::Tensor&
 
 void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const RankEnv& env,
                        const RuntimeInfo& runtime, int64_t parameters, uint64_t samples,
-                       const char* backend, int64_t first_step) {
-  metrics.write("event", {{"name", "start"},
-                          {"config", config.canonical},
-                          {"config_hash", config.hash},
-                          {"trajectory_hash", config.trajectory_hash},
-                          {"config_source", config.source},
-                          {"world_size", env.world_size},
-                          {"local_rank", env.local_rank},
-                          {"host", env.host},
-                          {"backend", backend},
-                          {"parameters", parameters},
-                          {"samples", samples},
-                          {"first_step", first_step},
-                          {"threads", runtime.torch_threads},
-                          {"blas_threads", runtime.blas_threads},
-                          {"blas", runtime.blas_library},
-                          {"blas_config", runtime.blas_config},
-                          {"blas_kernel", runtime.blas_kernel},
-                          {"blas_kernel_source", runtime.blas_kernel_source},
-                          {"torch_version", runtime.torch_version},
-                          {"cpu", runtime.cpu_model},
-                          {"mem_total_bytes", total_memory_bytes()},
-                          // Joins the CUPTI probe's gpu records (Unix time) with this stream's t.
-                          {"unix_time", unix_time_s()}});
+                       const char* backend, int64_t first_step, const nlohmann::json& determinism) {
+  nlohmann::json fields = {{"name", "start"},
+                           {"config", config.canonical},
+                           {"config_hash", config.hash},
+                           {"trajectory_hash", config.trajectory_hash},
+                           {"config_source", config.source},
+                           {"world_size", env.world_size},
+                           {"local_rank", env.local_rank},
+                           {"host", env.host},
+                           {"backend", backend},
+                           {"parameters", parameters},
+                           {"samples", samples},
+                           {"first_step", first_step},
+                           {"threads", runtime.torch_threads},
+                           {"blas_threads", runtime.blas_threads},
+                           {"blas", runtime.blas_library},
+                           {"blas_config", runtime.blas_config},
+                           {"blas_kernel", runtime.blas_kernel},
+                           {"blas_kernel_source", runtime.blas_kernel_source},
+                           {"torch_version", runtime.torch_version},
+                           {"cpu", runtime.cpu_model},
+                           {"mem_total_bytes", total_memory_bytes()},
+                           // Joins the CUPTI probe's gpu records (Unix time) with this stream's t.
+                           {"unix_time", unix_time_s()}};
+  fields["precision"] = to_string(config.train.precision);
+  if (!determinism.is_null()) fields["determinism"] = determinism;
+  metrics.write("event", std::move(fields));
 }
 
 void write_step_record(MetricsWriter& metrics, const StepRecord& r) {
+  const MemoryFigures memory =
+      r.memory.value_or(MemoryFigures{resident_bytes(), total_memory_bytes(), std::nullopt});
   nlohmann::json fields = {{"step", r.step},
                            {"loss", number(r.loss)},
                            {"grad_norm", number(r.grad_norm)},
@@ -59,10 +64,11 @@ void write_step_record(MetricsWriter& metrics, const StepRecord& r) {
                            {"comm_ms", std::round(r.comm_ms * 1000) / 1000},
                            {"cpu_ms", std::round(r.cpu_ms * 1000) / 1000},
                            {"tokens", r.tokens},
-                           {"mem_bytes", resident_bytes()},
-                           {"mem_total_bytes", total_memory_bytes()},
+                           {"mem_bytes", memory.used_bytes},
+                           {"mem_total_bytes", memory.total_bytes},
                            {"nonfinite", r.nonfinite},
                            {"collectives", r.collectives}};
+  if (memory.peak_allocated_bytes) fields["mem_peak_bytes"] = *memory.peak_allocated_bytes;
   if (r.param_norm) fields["param_norm"] = number(*r.param_norm);
   if (r.update_ratio) fields["update_ratio"] = number(*r.update_ratio);
   metrics.write("step", std::move(fields));

@@ -7,6 +7,7 @@
 
 #include "probes/inprocess/finite_checks.hpp"
 #include "trainer/batch_loader.hpp"
+#include "trainer/device.hpp"
 #include "trainer/dist.hpp"
 #include "trainer/flat_params.hpp"
 #include "trainer/metrics_writer.hpp"
@@ -23,11 +24,13 @@ struct StepRecord {
   std::optional<double> param_norm, update_ratio;  // absent with probe.level = "off"
   int64_t nonfinite = 0;
   int64_t collectives = 0;
+  std::optional<MemoryFigures> memory;  // absent: this process's RSS and the machine's memory
 };
 
 void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const RankEnv& env,
                        const RuntimeInfo& runtime, int64_t parameters, uint64_t samples,
-                       const char* backend, int64_t first_step);
+                       const char* backend, int64_t first_step,
+                       const nlohmann::json& determinism = nullptr);
 
 void write_step_record(MetricsWriter& metrics, const StepRecord& record);
 

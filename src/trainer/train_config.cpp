@@ -49,6 +49,16 @@ constexpr std::array<std::pair<const char*, DistBackend>, 3> kBackendNames{{
     {"nccl", DistBackend::Nccl},
 }};
 
+constexpr std::array<std::pair<const char*, DeviceKind>, 3> kDeviceNames{{
+    {"auto", DeviceKind::Auto},
+    {"cpu", DeviceKind::Cpu},
+    {"cuda", DeviceKind::Cuda},
+}};
+constexpr std::array<std::pair<const char*, Precision>, 2> kPrecisionNames{{
+    {"fp32", Precision::Fp32},
+    {"bf16", Precision::Bf16},
+}};
+
 template <typename Enum, size_t N>
 const char* name_of(Enum value, const std::array<std::pair<const char*, Enum>, N>& names) {
   for (const auto& [name, candidate] : names)
@@ -110,6 +120,8 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
   b.bind("train.threads", t.threads, {1, 256});
   b.bind("train.checkpoint_every", t.checkpoint_every, {0, {}});
   b.bind("train.log_every", t.log_every, {0, {}});
+  bind_enum(b, "train.device", t.device, kDeviceNames);
+  bind_enum(b, "train.precision", t.precision, kPrecisionNames);
   if (t.batch_size % t.grad_accum != 0)
     b.fail("train.batch_size",
            "batch_size " + std::to_string(t.batch_size) + " is not divisible by grad_accum " +
@@ -196,6 +208,8 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
            "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
 }
 
+// train.device is left out as the BLAS is: a checkpoint moves between devices, with a warning
+// that the continuation is not bitwise identical.
 // grad_accum and dist.ranks only split the global batch of a step (equal up to the order of
 // the additions): a checkpoint of an N-rank run resumes on one rank with N-fold accumulation.
 std::string trajectory_lines(const std::string& canonical) {
@@ -205,6 +219,7 @@ std::string trajectory_lines(const std::string& canonical) {
                                                             "train.log_every ",
                                                             "train.checkpoint_every ",
                                                             "train.grad_accum ",
+                                                            "train.device ",
                                                             "dist.ranks ",
                                                             "dist.timeout_s "};
   std::string kept;
@@ -288,6 +303,12 @@ const char* to_string(ProbeLevel level) {
 }
 const char* to_string(DistBackend backend) {
   return name_of(backend, kBackendNames);
+}
+const char* to_string(DeviceKind device) {
+  return name_of(device, kDeviceNames);
+}
+const char* to_string(Precision precision) {
+  return name_of(precision, kPrecisionNames);
 }
 
 }  // namespace faultline::trainer

@@ -50,6 +50,12 @@ struct ScheduleConfig {
   int64_t total_steps = 0;      // horizon of the schedule; 0: train.steps
 };
 
+// Where the trainer runs: auto takes CUDA when LibTorch sees a device (docs/trainer.md, "Device").
+enum class DeviceKind { Auto, Cpu, Cuda };
+// fp32: every op in float32 (the reference bits). bf16: autocast (matmuls in bfloat16), weights,
+// gradients and optimizer state stay float32.
+enum class Precision { Fp32, Bf16 };
+
 struct TrainLoopConfig {
   int64_t steps = 100;      // the run's length
   int64_t stop_after = 0;   // stop after this step (a prefix of the same run); 0: run all
@@ -59,6 +65,8 @@ struct TrainLoopConfig {
   int64_t threads = 1;           // intra-op and BLAS threads; loss bits depend on it
   int64_t checkpoint_every = 0;  // 0: never
   int64_t log_every = 10;        // human progress lines on stdout; 0: none
+  DeviceKind device = DeviceKind::Auto;
+  Precision precision = Precision::Fp32;
 };
 
 enum class DistBackend { Auto, Gloo, Nccl };
@@ -151,5 +159,7 @@ TrainConfig parse_train_config(const std::string& toml_text, const std::string& 
 const char* to_string(ScheduleKind kind);
 const char* to_string(ProbeLevel level);
 const char* to_string(DistBackend backend);
+const char* to_string(DeviceKind device);
+const char* to_string(Precision precision);
 
 }  // namespace faultline::trainer

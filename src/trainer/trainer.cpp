@@ -14,6 +14,7 @@
 #include "probes/inprocess/finite_checks.hpp"
 #include "trainer/batch_loader.hpp"
 #include "trainer/checkpoint.hpp"
+#include "trainer/device.hpp"
 #include "trainer/dist.hpp"
 #include "trainer/faults.hpp"
 #include "trainer/fingerprint.hpp"
@@ -64,6 +65,8 @@ class Trainer {
   RankEnv env_;
   RuntimeInfo runtime_;
   FaultPlan faults_;
+  torch::Device device_{torch::kCPU};
+  nlohmann::json determinism_;
   Gpt model_{nullptr};
   std::unique_ptr<FlatParams> params_;
   std::unique_ptr<FlatAdamW> optimizer_;
@@ -87,14 +90,17 @@ void Trainer::set_up() {
                         std::to_string(shards_of_batch),
                     config_.source,
                     "choose a batch size that splits evenly over ranks and micro-batches");
-  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+  // First: train.device = "cuda" without a device is a config error before any work.
+  device_ = choose_device(config_, cuda_device_count(), env_.local_rank);
+  make_current(device_);
   at::set_num_interop_threads(1);
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
 
   model_ = Gpt(config_.model);
-  model_->initialize(config_.model.init_std);
+  model_->initialize(config_.model.init_std);  // on the CPU generator: the same on any device
+  model_->mask_bias = model_->mask_bias.to(device_);
   faults_.validate(model_->module_names());
-  params_ = std::make_unique<FlatParams>(*model_);
+  params_ = std::make_unique<FlatParams>(*model_, device_);
   optimizer_ = std::make_unique<FlatAdamW>(
       *params_, FlatAdamW::Options{config_.optim.beta1, config_.optim.beta2, config_.optim.eps,
                                    config_.optim.weight_decay});
@@ -110,7 +116,8 @@ void Trainer::set_up() {
   metrics_ = std::make_unique<MetricsWriter>(
       metrics_path(options_, env_.rank), env_.rank,
       options_.resume_path.empty() ? MetricsWriter::Mode::Truncate : MetricsWriter::Mode::Append);
-  comm_ = std::make_unique<Communicator>(env_, config_.dist);
+  comm_ = std::make_unique<Communicator>(env_, config_.dist, device_);
+  determinism_ = make_deterministic(device_, env_.world_size, comm_->backend_name());
 }
 
 int64_t Trainer::resume() {
@@ -122,7 +129,7 @@ int64_t Trainer::resume() {
                     options_.resume_path,
                     "resume with the config it was written with; only probe.*, fault.*, "
                     "train.stop_after, train.log_every, train.checkpoint_every, "
-                    "train.grad_accum, dist.ranks and dist.timeout_s may differ");
+                    "train.grad_accum, train.device, dist.ranks and dist.timeout_s may differ");
   if (meta.blas != runtime_.blas_summary())
     std::fprintf(stderr,
                  "faultline-train: warning: checkpoint written with BLAS %s, running %s; "
@@ -185,19 +192,25 @@ TrainExit Trainer::step(int64_t step) {
   grad_check_.set_enabled(full_probes);
   StepObserver observer(faults_, full_probes ? &forward_check_ : nullptr);
   const int64_t block = config_.model.block_size;
-  double local_loss = 0;
+  // Summed on the device, in double as the loss values arrive: no host sync per micro-batch.
+  auto local_loss = torch::zeros({}, torch::dtype(torch::kDouble).device(device_));
   int64_t tokens = 0;
   const std::vector<uint64_t>* failing_rows_samples = nullptr;
   for (const auto& micro : batch.micro_batches) {
     faults_.begin_micro_batch(step, micro.samples);
-    auto input = micro.tokens.narrow(1, 0, block);
-    auto target = micro.tokens.narrow(1, 1, block);
-    auto logits = model_->forward(input, &observer);
-    auto loss = torch::cross_entropy_loss(logits.reshape({-1, config_.model.vocab_size}),
-                                          target.reshape({-1})) /
-                static_cast<double>(batch.micro_batches.size());
+    const auto tokens_here = micro.tokens.to(device_);
+    auto input = tokens_here.narrow(1, 0, block);
+    auto target = tokens_here.narrow(1, 1, block);
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(device_, config_.train.precision);
+      auto logits = model_->forward(input, &observer);
+      loss = torch::cross_entropy_loss(logits.reshape({-1, config_.model.vocab_size}),
+                                       target.reshape({-1})) /
+             static_cast<double>(batch.micro_batches.size());
+    }
     loss.backward();
-    local_loss += loss.item<double>();
+    local_loss += loss.detach().to(torch::kDouble);
     tokens += input.numel();
     if (forward_check_.first() && !failing_rows_samples) failing_rows_samples = &micro.samples;
   }
@@ -212,7 +225,7 @@ TrainExit Trainer::step(int64_t step) {
   const auto comm_start = Clock::now();
   const double comm_cpu_start = thread_cpu_ms();
   auto& buffer = params_->comm_buffer();
-  buffer[params_->numel()] = local_loss;
+  buffer.narrow(0, params_->numel(), 1).copy_(local_loss);
   // The heartbeat of a collective: written before blocking in it, so when a rank never comes,
   // the harness sees which ranks wait in collective #seq and which never entered it.
   if (env_.world_size > 1)
@@ -222,11 +235,17 @@ TrainExit Trainer::step(int64_t step) {
                               {"seq", comm_->collectives_entered() + 1}});
   comm_->allreduce_sum(buffer);
   if (env_.world_size > 1) buffer.div_(static_cast<double>(env_.world_size));
-  const double loss = buffer[params_->numel()].item<double>();
   const double comm_ms = ms_since(comm_start);
   const double comm_cpu_ms = thread_cpu_ms() - comm_cpu_start;
 
-  const double grad_norm = clip_grad_norm(params_->grads(), config_.optim.grad_clip);
+  // The always-on finiteness check reads two scalars, the loss and the gradient norm, in the
+  // step's one host sync.
+  const auto scalars =
+      torch::stack({buffer[params_->numel()], trainer::grad_norm(params_->grads())})
+          .to(torch::kCPU, torch::kDouble);
+  const double loss = scalars.data_ptr<double>()[0];
+  const double grad_norm = scalars.data_ptr<double>()[1];
+  clip_grads(params_->grads(), grad_norm, config_.optim.grad_clip);
   const double lr =
       lr_at(config_.schedule, config_.optim.lr, step,
             config_.schedule.total_steps > 0 ? config_.schedule.total_steps : config_.train.steps) *
@@ -259,6 +278,7 @@ TrainExit Trainer::step(int64_t step) {
     record.update_ratio = param_norm > 0 ? update_norm / param_norm : 0;
   }
   record.collectives = comm_->collectives_entered();
+  record.memory = memory_figures(device_);
   NonfiniteFindings findings{forward_check_.first(), grad_check_.first(), failing_rows_samples};
   const bool params_finite = std::isfinite(param_norm);
   if (!finite || !params_finite) record.nonfinite = count_nonfinite_state(*params_, loss);
@@ -320,7 +340,7 @@ TrainExit Trainer::run() {
                            ? std::min(config_.train.stop_after, config_.train.steps)
                            : config_.train.steps;
   write_start_event(*metrics_, config_, env_, runtime_, params_->numel(), loader_->samples_used(),
-                    comm_->backend_name(), first);
+                    comm_->backend_name(), first, determinism_);
   if (resumed_from_)
     metrics_->write("event", {{"name", "resume"},
                               {"path", options_.resume_path},
@@ -328,10 +348,11 @@ TrainExit Trainer::run() {
                               {"checkpoint_config_hash", resumed_from_->config_hash}});
   if (env_.rank == 0)
     std::printf(
-        "faultline-train: %lld parameters, %d rank(s), BLAS %s, %d thread(s), steps %lld..%lld\n",
-        static_cast<long long>(params_->numel()), env_.world_size,
-        runtime_.blas_description().c_str(), runtime_.torch_threads, static_cast<long long>(first),
-        static_cast<long long>(last));
+        "faultline-train: %lld parameters, %d rank(s) on %s (%s), BLAS %s, %d thread(s), steps "
+        "%lld..%lld\n",
+        static_cast<long long>(params_->numel()), env_.world_size, device_.str().c_str(),
+        to_string(config_.train.precision), runtime_.blas_description().c_str(),
+        runtime_.torch_threads, static_cast<long long>(first), static_cast<long long>(last));
   for (int64_t s = first; s <= last; ++s) {
     TrainExit exit = step(s);
     if (exit != TrainExit::Ok) return exit;

@@ -42,6 +42,25 @@ TEST(TrainDeterminism, DifferentSeedGivesDifferentRun) {
   EXPECT_NE(deterministic_steps(base.metrics[0]), deterministic_steps(other.metrics[0]));
 }
 
+// bf16 autocast on the CPU (train.device = "auto" finds no CUDA here, or is told "cpu"): its own
+// repeatable trajectory, not fp32's, and the start event says which precision and device ran.
+TEST(TrainDeterminism, Bf16IsRepeatableAndNotFp32) {
+  const std::vector<std::string> bf16 = {"train.precision=bf16", "train.device=cpu"};
+  auto first = run_trainer({.overrides = bf16});
+  auto second = run_trainer({.overrides = bf16});
+  auto fp32 = run_trainer({.overrides = {"train.device=cpu"}});
+  ASSERT_EQ(first.rank0().exit_code, 0) << first.rank0().output;
+  ASSERT_EQ(second.rank0().exit_code, 0) << second.rank0().output;
+  EXPECT_EQ(deterministic_steps(first.metrics[0]), deterministic_steps(second.metrics[0]));
+  EXPECT_NE(deterministic_steps(first.metrics[0]), deterministic_steps(fp32.metrics[0]));
+  EXPECT_LT(loss_of(first.steps().back()), loss_of(first.steps().front()) - 1.0);
+  const auto start = first.events().front();
+  EXPECT_EQ(start.at("name"), "start");
+  EXPECT_EQ(start.at("precision"), "bf16");
+  EXPECT_EQ(start.at("determinism").at("device"), "cpu");
+  EXPECT_EQ(start.at("determinism").at("nondeterministic").size(), 0u);
+}
+
 TEST(TrainDeterminism, ResumeContinuesBitwiseIdentically) {
   auto full = run_trainer({.overrides = {"train.checkpoint_every=10"}});
   ASSERT_EQ(full.rank0().exit_code, 0) << full.rank0().output;

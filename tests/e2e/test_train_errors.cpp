@@ -43,6 +43,24 @@ TEST(TrainErrors, EveryConfigErrorIsReportedAtOnceWithFileLineAndHint) {
                              ":8); did you mean 'cosine'?"));
 }
 
+// CUDA_VISIBLE_DEVICES="" hides any GPU, so this holds on every machine and LibTorch.
+TEST(TrainErrors, CudaWithoutADeviceIsAConfigErrorNamingTheKey) {
+  auto run =
+      run_trainer({.overrides = {"train.device=cuda"}, .env = {{"CUDA_VISIBLE_DEVICES", ""}}});
+  EXPECT_EQ(run.rank0().exit_code, 2) << run.rank0().output;
+  EXPECT_THAT(run.rank0().output,
+              HasSubstr("faultline-train: error: train.device = \"cuda\" but no CUDA device is "
+                        "usable (train.device at --set train.device); "));
+  EXPECT_TRUE(run.steps().empty());
+}
+
+TEST(TrainErrors, NcclOnTheCpuIsAConfigErrorNamingTheKey) {
+  auto run = run_trainer({.overrides = {"dist.backend=nccl", "train.device=cpu"}});
+  EXPECT_EQ(run.rank0().exit_code, 2) << run.rank0().output;
+  EXPECT_THAT(run.rank0().output, HasSubstr("faultline-train: error: dist.backend = \"nccl\""));
+  EXPECT_THAT(run.rank0().output, HasSubstr("(dist.backend); "));
+}
+
 TEST(TrainErrors, MissingConfigFileIsNamed) {
   auto run = run_trainer({.recipe = "/nonexistent/recipe.toml"});
   EXPECT_EQ(run.rank0().exit_code, 2);

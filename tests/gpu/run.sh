@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks of faultline, for a machine with an NVIDIA GPU, python3 with a CUDA PyTorch (its
 # LibTorch inside), cmake, ninja and the CUDA toolkit: builds the GPU parts, runs the device tests,
-# the NCCL check, the CUPTI probe on a small PyTorch script (a planted data stall must show as
-# GPU idle time), the probe's overhead and the bf16 benchmark; prints a summary. About 5 minutes.
+# the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
+# data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
+# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio); prints a summary. About 5
+# minutes.
 #
 #   bash tests/gpu/run.sh            # results and logs in $FAULTLINE_GPU_OUT (default build-gpu/out)
 #
@@ -90,7 +92,8 @@ if run_step configure-full 90 cmake -S "$root" -B "$build/full" "${cmake_args[@]
   bin=$build/full/src/cli
   train_bin=$build/full/src/trainer/faultline-train
   test_bin=$build/full/tests/gpu/test_gpu_device
-  targets=(faultline faultline-train faultline-nccl-check faultline_cupti test_gpu_device)
+  targets=(faultline faultline-train faultline-nccl-check faultline_cupti test_gpu_device
+    test_device test_checkpoint)
 elif run_step configure-gpu-only 60 cmake -S "$root/tests/gpu/standalone" -B "$build/gpu" "${cmake_args[@]}"; then
   layout=gpu-only
   bin=$build/gpu/src/cli
@@ -126,6 +129,17 @@ if [[ -x ${test_bin:-/nonexistent} ]]; then
   fi
 else
   record SKIP "device tests: test_gpu_device not built (no GoogleTest?)"
+fi
+
+# The trainer's device tests (CUDA memory figures, bf16 autocast, checkpoints across devices).
+if [[ $layout == full ]]; then
+  for t in test_device test_checkpoint; do
+    if run_step "trainer-$t" 60 "$build/full/tests/unit/trainer/$t"; then
+      record PASS "trainer $t ($(grep -c '\[       OK \]' "$out/trainer-$t.log") ok, $(grep -c '\[  SKIPPED \]' "$out/trainer-$t.log") skipped)"
+    else
+      record FAIL "trainer $t (see $out/trainer-$t.log)"
+    fi
+  done
 fi
 
 # ---- 3. NCCL check over every visible GPU (one GPU: correctness only)
@@ -188,13 +202,41 @@ if [[ -e $cupti_lib ]] &&
 else
   record SKIP "cupti overhead: probe or bench missing"
 fi
-# faultline-train has no CUDA path yet (docs/gpu.md): its tokens/s here would be a CPU number.
+# faultline-train on the GPU, bf16, the same shapes and step count as the Python runs above, the
+# cheap probes off (as Python has none): tokens/s from its end event, and the ratio to Python's.
+train_shape_args() {  # the overrides that give faultline-train bench_gpt.py's shape $1
+  case $1 in
+    small) echo "" ;;  # recipes/train/small.toml is bench_gpt.py's "small"
+    large) echo "--set model.vocab_size=32768 --set model.block_size=1024 --set model.n_layer=12 --set model.n_head=12 --set model.n_embd=768" ;;
+  esac
+}
 if [[ -x ${train_bin:-/nonexistent} ]]; then
-  if run_step train-small-cpu 60 "$train_bin" -c "$root/recipes/train/small.toml" --out "$out/train-small"; then
-    record INFO "faultline-train small (CPU: no CUDA path yet; no ratio): $(grep -o '[0-9]* tokens/s' "$out/train-small-cpu.log" | tail -1)"
-  else
-    record FAIL "faultline-train small built but failed (see $out/train-small-cpu.log)"
-  fi
+  for shape in small large; do
+    # shellcheck disable=SC2046 # the shape's overrides are separate words
+    if run_step "train-$shape-cuda" 75 "$train_bin" -c "$root/recipes/train/small.toml" \
+      --out "$out/train-$shape" --set train.device=cuda --set train.precision=bf16 \
+      --set train.steps=40 --set train.batch_size=16 --set probe.level=off \
+      --set probe.fingerprint_every=0 --set train.log_every=0 $(train_shape_args $shape); then
+      metrics=$out/train-$shape/metrics.rank0.jsonl
+      ours=$(json_field "$metrics" tokens_per_s)
+      theirs=$(json_field "$out/bench-python-$shape.log" tokens_per_s)
+      ratio=$(python3 -c "print(f'{float(\"$ours\") / float(\"$theirs\"):.3f}' if \"$theirs\" else 'n/a')" 2>/dev/null || echo n/a)
+      start=$(grep -m1 '"name":"start"' "$metrics" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("determinism"))' 2>/dev/null)
+      peak=$(python3 - "$metrics" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l]
+r = steps[-1] if steps else {}
+gib = lambda key: r.get(key, 0) / 2**30
+print(f"{gib('mem_bytes'):.1f} of {gib('mem_total_bytes'):.1f} GiB used, "
+      f"peak allocated {gib('mem_peak_bytes'):.2f} GiB")
+PY
+)
+      record INFO "faultline-train bf16 $shape on cuda: $ours tokens/s vs python $theirs: ratio $ratio (target >= 1.0); memory $peak"
+      record INFO "faultline-train determinism ($shape): $start"
+    else
+      record FAIL "faultline-train bf16 $shape on cuda (see $out/train-$shape-cuda.log)"
+    fi
+  done
 else
   record SKIP "faultline-train vs Python ratio: faultline-train not built"
 fi
@@ -203,7 +245,7 @@ fi
 if [[ -x $bin/faultline && -x ${train_bin:-/nonexistent} ]]; then
   if run_step isolate-nan 60 "$bin/faultline" --db "$out/isolate.db" --work-dir "$out/runs" \
     --trainer "$train_bin" --cupti isolate -c tiny --set fault.nan_step=12 --set fault.nan_layer=blocks.1.mlp --set train.steps=20; then
-    record PASS "isolate planted NaN (CPU trainer, --cupti): $(grep -m1 -i 'first bad\|nonfinite' "$out/isolate-nan.log")"
+    record PASS "isolate planted NaN (trainer on cuda: train.device auto, --cupti): $(grep -m1 -i 'first bad\|nonfinite' "$out/isolate-nan.log")"
   else
     record FAIL "isolate planted NaN (see $out/isolate-nan.log)"
   fi

@@ -55,6 +55,7 @@ TrainRun run_trainer(const TrainOptions& options) {
                 {"WORLD_SIZE", std::to_string(options.ranks)},
                 {"MASTER_ADDR", "127.0.0.1"},
                 {"MASTER_PORT", std::to_string(port)}};
+    for (const auto& [name, value] : options.env) spec.env[name] = value;
     spec.timeout_s = options.timeout_s;
     specs.push_back(spec);
   }

@@ -1,6 +1,7 @@
 // Test support: run faultline-train (1..N ranks) on a recipe and read back its metrics JSONL.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct TrainOptions {
   std::string out_dir;  // empty: a fresh temp dir
   double timeout_s = 120;
   std::vector<std::string> extra_args;
+  std::map<std::string, std::string> env;  // added to every rank's environment
 };
 
 TrainRun run_trainer(const TrainOptions& options);

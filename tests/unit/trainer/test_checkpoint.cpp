@@ -31,9 +31,10 @@ ModelConfig tiny(int64_t layers = 1, int64_t width = 16) {
 
 // A model with its flat buffers and optimizer, after a few AdamW steps on random grads.
 struct Rig {
-  explicit Rig(const ModelConfig& config, int steps = 3) : model(config) {
+  explicit Rig(const ModelConfig& config, int steps = 3, const torch::Device& device = torch::kCPU)
+      : model(config) {
     model->initialize(0.02);
-    params = std::make_unique<FlatParams>(*model);
+    params = std::make_unique<FlatParams>(*model, device);
     optimizer = std::make_unique<FlatAdamW>(*params, FlatAdamW::Options{});
     for (int i = 0; i < steps; ++i) {
       params->grads().copy_(torch::randn({params->numel()}));
@@ -119,6 +120,23 @@ TEST_F(Checkpoint, ResumedTrainingContinuesBitwise) {
   source->optimizer->step(1e-2);
   resumed.optimizer->step(1e-2);
   EXPECT_TRUE(torch::equal(resumed.params->values(), source->params->values()));
+}
+
+// Device tests: skipped without a CUDA device (and with Debian's CPU LibTorch).
+TEST_F(Checkpoint, MovesBetweenCudaAndCpuUnchanged) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no usable CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  Rig on_cuda(tiny(), 0, cuda);
+  load_checkpoint(path, on_cuda.state());
+  EXPECT_TRUE(on_cuda.params->values().is_cuda());
+  EXPECT_TRUE(torch::equal(on_cuda.params->values().cpu(), source->params->values()));
+  EXPECT_TRUE(torch::equal(on_cuda.optimizer->exp_avg_sq().cpu(), source->optimizer->exp_avg_sq()));
+  const std::string again = dir.file("from-cuda.ckpt");
+  save_checkpoint(again, sample_meta(), on_cuda.state());
+  Rig on_cpu(tiny(), 0);
+  load_checkpoint(again, on_cpu.state());
+  EXPECT_TRUE(torch::equal(on_cpu.params->values(), source->params->values()));
+  EXPECT_TRUE(torch::equal(on_cpu.optimizer->exp_avg(), source->optimizer->exp_avg()));
 }
 
 TEST_F(Checkpoint, WritesAtomicallyWithoutLeavingATemporary) {

@@ -113,6 +113,17 @@ TEST(ClipGradNorm, ReturnsThePreClipNormAndScalesDown) {
   EXPECT_NEAR(grads[0].item<float>() / grads[1].item<float>(), 0.75, 1e-6);
 }
 
+TEST(ClipGradNorm, SplitHalvesGiveTheSameBitsAsTheWhole) {
+  auto whole = torch::randn({1000}) * 3.0;
+  auto split = whole.clone();
+  const double norm = clip_grad_norm(whole, 1.0);
+  const auto norm_tensor = grad_norm(split);
+  EXPECT_EQ(norm_tensor.dim(), 0);
+  EXPECT_EQ(norm_tensor.to(torch::kDouble).item<double>(), norm);
+  clip_grads(split, norm, 1.0);
+  EXPECT_TRUE(torch::equal(whole, split));
+}
+
 TEST(ClipGradNorm, LeavesSmallNormsAndDisabledClippingAlone) {
   auto grads = torch::tensor({3.0f, 4.0f});
   EXPECT_DOUBLE_EQ(clip_grad_norm(grads, 10.0), 5.0);

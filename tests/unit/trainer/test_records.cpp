@@ -98,6 +98,33 @@ TEST(Records, StepRecordWritesNonFiniteAsStringsAndOmitsUnmeasuredNorms) {
   EXPECT_FALSE(j.contains("update_ratio"));
 }
 
+TEST(Records, StepRecordTakesTheDevicesMemoryFiguresWhenGiven) {
+  Sink sink;
+  StepRecord r;
+  r.memory = MemoryFigures{7000, 10000, 6500};
+  write_step_record(sink.writer, r);
+  auto j = sink.only();
+  EXPECT_EQ(j.at("mem_bytes"), 7000);
+  EXPECT_EQ(j.at("mem_total_bytes"), 10000);
+  EXPECT_EQ(j.at("mem_peak_bytes"), 6500);
+}
+
+TEST(Records, StepRecordWithoutFiguresHasNoPeak) {
+  Sink sink;
+  write_step_record(sink.writer, StepRecord{});
+  EXPECT_FALSE(sink.only().contains("mem_peak_bytes"));
+}
+
+TEST(Records, StartEventCarriesPrecisionAndDeterminism) {
+  Sink sink;
+  TrainConfig config = parse_train_config("", "tiny.toml", {"train.precision=bf16"});
+  write_start_event(sink.writer, config, RankEnv{}, RuntimeInfo{}, 1, 1, "none", 1,
+                    {{"device", "cpu"}, {"warn_only", false}});
+  auto j = sink.only();
+  EXPECT_EQ(j.at("precision"), "bf16");
+  EXPECT_EQ(j.at("determinism").at("device"), "cpu");
+}
+
 TEST(Records, StartEventNamesConfigAndRuntime) {
   Sink sink;
   TrainConfig config = tiny_config();

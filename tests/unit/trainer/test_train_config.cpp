@@ -228,8 +228,9 @@ TEST(TrainConfig, HashIsStableAndIgnoresHowAValueWasGiven) {
 bool trajectory_neutral(const std::string& key) {
   return key.rfind("probe.", 0) == 0 || key.rfind("fault.", 0) == 0 || key == "train.stop_after" ||
          key == "train.log_every" || key == "train.checkpoint_every" || key == "dist.ranks" ||
-         key == "dist.timeout_s" ||  // how it is launched, not what it computes
-         key == "train.grad_accum";  // how a step's global batch is split
+         key == "dist.timeout_s" ||    // how it is launched, not what it computes
+         key == "train.grad_accum" ||  // how a step's global batch is split
+         key == "train.device";        // a checkpoint moves between devices, as between BLASes
 }
 
 // A valid change of one key, with the partner keys it needs.
@@ -240,6 +241,8 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"schedule.kind", {"schedule.kind=wsd"}},
       {"probe.level", {"probe.level=full"}},
       {"dist.backend", {"dist.backend=gloo"}},
+      {"train.device", {"train.device=cuda"}},
+      {"train.precision", {"train.precision=bf16"}},
       {"fault.crash_signal", {"fault.crash_signal=ABRT"}},
       {"fault.nan_step", {"fault.nan_step=3", "fault.nan_layer=wte"}},
       {"fault.nan_layer", {"fault.nan_layer=wte", "fault.nan_step=3"}},
@@ -326,6 +329,37 @@ TEST(TrainConfig, OriginsNameTheFileLineOfEveryGivenKey) {
   EXPECT_EQ(c.where("train.steps"), "train.steps at t.toml:2");
   EXPECT_EQ(c.where("optim.lr"), "optim.lr at --set optim.lr");
   EXPECT_EQ(c.where("model.n_layer"), "model.n_layer");
+}
+
+TEST(TrainConfig, DeviceAndPrecisionDefaultToAutoAndFp32AndParse) {
+  const TrainConfig d = parse("");
+  EXPECT_EQ(d.train.device, DeviceKind::Auto);
+  EXPECT_EQ(d.train.precision, Precision::Fp32);
+  EXPECT_TRUE(contains(d.canonical, "train.device = \"auto\"\n")) << d.canonical;
+  EXPECT_TRUE(contains(d.canonical, "train.precision = \"fp32\"\n"));
+  const TrainConfig c = parse("[train]\ndevice = \"cuda\"\nprecision = \"bf16\"\n");
+  EXPECT_EQ(c.train.device, DeviceKind::Cuda);
+  EXPECT_EQ(c.train.precision, Precision::Bf16);
+  EXPECT_STREQ(to_string(c.train.device), "cuda");
+  EXPECT_STREQ(to_string(c.train.precision), "bf16");
+  EXPECT_EQ(parse("", {"train.device=cpu"}).train.device, DeviceKind::Cpu);
+}
+
+TEST(TrainConfig, BadDeviceAndPrecisionAreReportedTogetherWithTheValidValues) {
+  const auto errors =
+      user_errors([] { parse("[train]\ndevice = \"gpu\"\nprecision = \"fp16\"\n"); });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_TRUE(contains(errors[0].where, "train.device")) << errors[0].where;
+  EXPECT_TRUE(contains(errors[0].hint, "valid: auto, cpu, cuda")) << errors[0].hint;
+  EXPECT_TRUE(contains(errors[1].where, "train.precision")) << errors[1].where;
+  EXPECT_TRUE(contains(errors[1].hint, "valid: fp32, bf16")) << errors[1].hint;
+}
+
+TEST(TrainConfig, PrecisionChangesTheTrajectoryAndDeviceDoesNot) {
+  const TrainConfig base = parse("");
+  EXPECT_NE(parse("", {"train.precision=bf16"}).trajectory_hash, base.trajectory_hash);
+  EXPECT_EQ(parse("", {"train.device=cuda"}).trajectory_hash, base.trajectory_hash);
+  EXPECT_NE(parse("", {"train.device=cuda"}).hash, base.hash);
 }
 
 }  // namespace
