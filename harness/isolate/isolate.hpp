@@ -20,6 +20,9 @@
 
 namespace faultline::harness {
 
+// The phase that runs the known-good setup; a report finds the baseline curve by it.
+inline constexpr const char* kBaselinePhase = "config: baseline";
+
 // Which phases run: `isolate` runs them all; `bisect steps|data|config` one axis.
 enum class IsolateScope { All, Steps, Data, Config };
 

@@ -84,7 +84,7 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
   };
   auto observe = [&](const Outcome& outcome) { return judge(outcome, failure.kind); };
 
-  context.begin_phase("config: baseline", 1);
+  context.begin_phase(kBaselinePhase, 1);
   const Outcome base = context.run(trial({}));
   if (observe(base) != bisect::Observation::Good) {
     throw UserError("the baseline does not pass at the minimal scale (run " +

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
 #include "report/plot_data.hpp"
@@ -20,8 +21,6 @@ namespace {
 
 // The event a trainer writes when it resumes from a checkpoint (docs/metrics-protocol.md).
 constexpr const char* kResumeEvent = "resume";
-// The isolate phase that runs the known-good setup (harness/isolate/isolate_config.cpp).
-constexpr const char* kBaselinePhase = "config: baseline";
 
 std::string what_happened(const std::string& kind_name) {
   using detectors::FailureKind;
@@ -308,7 +307,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   }
   const std::string pass = harness::to_string(harness::Verdict::Pass);
   for (const auto& trial : report.timeline)
-    if (trial.phase.rfind(kBaselinePhase, 0) == 0 && trial.verdict == pass) {
+    if (trial.phase.rfind(harness::kBaselinePhase, 0) == 0 && trial.verdict == pass) {
       others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
                         store.steps(trial.run_id, -1)});
       break;
