@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git
-  libtorch-dev libgloo-dev libopenblas0-openmp
+  libtorch-dev libgloo-dev libopenblas0-openmp libdnnl-dev
   libcli11-dev libfmt-dev libboost1.81-dev libtomlplusplus-dev nlohmann-json3-dev
   libsqlite3-dev libgtest-dev libyaml-cpp-dev
   python3-torch

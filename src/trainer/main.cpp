@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "trainer/blas_kernel.hpp"
+#include "trainer/cpu_gemm.hpp"
 #include "trainer/device.hpp"
 #include "trainer/runtime_info.hpp"
 #include "trainer/trainer.hpp"
@@ -39,11 +40,13 @@ int internal_error(const char* what) {
   return static_cast<int>(faultline::trainer::TrainExit::Internal);
 }
 
-// One line each: faultline, LibTorch, and the BLAS with the kernel this process runs.
+// One line each: faultline, LibTorch, the BLAS with the kernel this process runs, and the GEMM
+// of the trainer's fused CPU kernels (the default, train.cpu_kernels = "fused").
 std::string version_text() {
   const faultline::trainer::RuntimeInfo runtime = faultline::trainer::describe_runtime();
   return std::string("faultline-train ") + FAULTLINE_VERSION + " (commit " + FAULTLINE_GIT_COMMIT +
-         ")\nlibtorch " + runtime.torch_version + "\nblas " + runtime.blas_description();
+         ")\nlibtorch " + runtime.torch_version + "\nblas " + runtime.blas_description() +
+         "\ngemm " + faultline::trainer::sgemm_description() + " (train.cpu_kernels = \"fused\")";
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// The GPT forward pass. Attention folds the 1/sqrt(d) scale and the causal mask into one
-// baddbmm, and the three projections are one matmul: fewer, larger ops is where a C++ trainer
-// gains on small models, where per-op overhead is a real share of the step.
+// The GPT forward pass. The three attention projections are one matmul, and the linear layers,
+// attention and GELU run the trainer's own CPU kernels (cpu_kernels.hpp, gelu.hpp) unless
+// train.cpu_kernels = "aten": fewer, larger ops is where a C++ trainer gains on small models.
 #include "trainer/model.hpp"
 
 #include <cmath>
 
+#include "trainer/cpu_kernels.hpp"
 #include "trainer/gelu.hpp"
 
 namespace faultline::trainer {
@@ -15,49 +16,38 @@ torch::Tensor observe(ForwardObserver* observer, const std::string& name, torch:
 }
 }  // namespace
 
-AttentionImpl::AttentionImpl(const ModelConfig& config, std::string name_)
-    : n_head(config.n_head), name(std::move(name_)) {
+AttentionImpl::AttentionImpl(const ModelConfig& config, std::string name_, CpuKernels kernels_)
+    : n_head(config.n_head), name(std::move(name_)), kernels(kernels_) {
   qkv = register_module("qkv", torch::nn::Linear(config.n_embd, 3 * config.n_embd));
   proj = register_module("proj", torch::nn::Linear(config.n_embd, config.n_embd));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias) {
-  const int64_t batch = x.size(0), time = x.size(1), width = x.size(2);
-  const int64_t head_dim = width / n_head;
-  // [B, T, 3, H, hd] → one copy to [3, B·H, T, hd] → three views. unbind's backward is one
-  // stack; indexing each part would zero-fill and add three full-size gradients instead.
-  auto parts = qkv(x)
-                   .view({batch, time, 3, n_head, head_dim})
-                   .permute({2, 0, 3, 1, 4})
-                   .contiguous()
-                   .view({3, batch * n_head, time, head_dim})
-                   .unbind(0);
-  const auto &q = parts[0], &k = parts[1], &v = parts[2];
-  auto bias = mask_bias.narrow(0, 0, time).narrow(1, 0, time);
-  auto scores = torch::baddbmm(bias, q, k.transpose(1, 2), /*beta=*/1.0,
-                               /*alpha=*/1.0 / std::sqrt(static_cast<double>(head_dim)));
-  auto y = torch::bmm(torch::softmax(scores, -1), v);
-  y = y.view({batch, n_head, time, head_dim}).transpose(1, 2).reshape({batch, time, width});
-  return proj(y);
+  auto qkv_out = linear(x, qkv->weight, qkv->bias, kernels);
+  return linear(causal_attention(qkv_out, n_head, mask_bias, kernels), proj->weight, proj->bias,
+                kernels);
 }
 
-MlpImpl::MlpImpl(const ModelConfig& config, std::string name_) : name(std::move(name_)) {
+MlpImpl::MlpImpl(const ModelConfig& config, std::string name_, CpuKernels kernels_)
+    : name(std::move(name_)), kernels(kernels_) {
   fc = register_module("fc", torch::nn::Linear(config.n_embd, 4 * config.n_embd));
   proj = register_module("proj", torch::nn::Linear(4 * config.n_embd, config.n_embd));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return proj(gelu_tanh(fc(x)));
+  auto hidden = linear(x, fc->weight, fc->bias, kernels);
+  hidden = kernels == CpuKernels::Aten ? torch::gelu(hidden, "tanh") : gelu_tanh(hidden);
+  return linear(hidden, proj->weight, proj->bias, kernels);
 }
 
-BlockImpl::BlockImpl(const ModelConfig& config, int index)
+BlockImpl::BlockImpl(const ModelConfig& config, int index, CpuKernels kernels)
     : name("blocks." + std::to_string(index)) {
   ln_1 =
       register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
-  attn = register_module("attn", Attention(config, name + ".attn"));
+  attn = register_module("attn", Attention(config, name + ".attn", kernels));
   ln_2 =
       register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
-  mlp = register_module("mlp", Mlp(config, name + ".mlp"));
+  mlp = register_module("mlp", Mlp(config, name + ".mlp", kernels));
 }
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, const torch::Tensor& mask_bias,
@@ -69,11 +59,12 @@ torch::Tensor BlockImpl::forward(torch::Tensor x, const torch::Tensor& mask_bias
   return observe(observer, name, x);
 }
 
-GptImpl::GptImpl(const ModelConfig& config_) : config(config_) {
+GptImpl::GptImpl(const ModelConfig& config_, CpuKernels kernels_)
+    : config(config_), kernels(kernels_) {
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int i = 0; i < config.n_layer; ++i) blocks->push_back(Block(config, i));
+  for (int i = 0; i < config.n_layer; ++i) blocks->push_back(Block(config, i, kernels));
   ln_f =
       register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
   if (!config.tied_head)
@@ -94,7 +85,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observ
   auto x = token + observe(observer, "wpe", wpe(positions));
   for (const auto& block : *blocks) x = block->as<Block>()->forward(x, mask_bias, observer);
   x = observe(observer, "ln_f", ln_f(x));
-  auto logits = head ? head(x) : torch::matmul(x, wte->weight.t());
+  auto logits = linear(x, head ? head->weight : wte->weight, torch::Tensor(), kernels);
   return observe(observer, "head", logits);
 }
 

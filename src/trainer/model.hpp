@@ -20,26 +20,28 @@ class ForwardObserver {
 };
 
 struct AttentionImpl : torch::nn::Module {
-  AttentionImpl(const ModelConfig& config, std::string name);
+  AttentionImpl(const ModelConfig& config, std::string name, CpuKernels kernels);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias);
 
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
   int64_t n_head;
   std::string name;
+  CpuKernels kernels;
 };
 TORCH_MODULE(Attention);
 
 struct MlpImpl : torch::nn::Module {
-  MlpImpl(const ModelConfig& config, std::string name);
+  MlpImpl(const ModelConfig& config, std::string name, CpuKernels kernels);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::Linear fc{nullptr}, proj{nullptr};
   std::string name;
+  CpuKernels kernels;
 };
 TORCH_MODULE(Mlp);
 
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(const ModelConfig& config, int index);
+  BlockImpl(const ModelConfig& config, int index, CpuKernels kernels);
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& mask_bias, ForwardObserver* observer);
 
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
@@ -50,7 +52,8 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct GptImpl : torch::nn::Module {
-  explicit GptImpl(const ModelConfig& config);
+  // The parameters do not depend on `kernels`, only how forward and backward compute.
+  explicit GptImpl(const ModelConfig& config, CpuKernels kernels = CpuKernels::Fused);
 
   // idx: [B, T] token ids → logits [B, T, vocab].
   torch::Tensor forward(const torch::Tensor& idx, ForwardObserver* observer);
@@ -63,6 +66,7 @@ struct GptImpl : torch::nn::Module {
   void initialize(double init_std);
 
   ModelConfig config;
+  CpuKernels kernels;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList blocks;
   torch::nn::LayerNorm ln_f{nullptr};

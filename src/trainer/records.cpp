@@ -42,6 +42,9 @@ void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const 
                            {"blas_config", runtime.blas_config},
                            {"blas_kernel", runtime.blas_kernel},
                            {"blas_kernel_source", runtime.blas_kernel_source},
+                           {"cpu_kernels", to_string(config.train.cpu_kernels)},
+                           // Empty when LibTorch's ops (the BLAS above) do the matrix products.
+                           {"gemm", runtime.gemm},
                            {"torch_version", runtime.torch_version},
                            {"cpu", runtime.cpu_model},
                            {"mem_total_bytes", total_memory_bytes()},

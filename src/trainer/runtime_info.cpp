@@ -34,6 +34,7 @@ std::string read_cpu_model() {
 std::string RuntimeInfo::blas_summary() const {
   std::string text = blas_library;
   if (!blas_config.empty()) text += " (" + blas_config + "; kernel " + blas_kernel + ")";
+  if (!gemm.empty()) text += "; gemm " + gemm;
   return text;
 }
 
@@ -47,6 +48,7 @@ std::string RuntimeInfo::blas_description() const {
   std::string text = blas_library;
   if (!blas_config.empty())
     text += " (" + blas_config + "; kernel " + blas_kernel + ", " + blas_kernel_how() + ")";
+  if (!gemm.empty()) text += "; gemm " + gemm;
   return text;
 }
 

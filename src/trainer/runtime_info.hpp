@@ -13,11 +13,15 @@ struct RuntimeInfo {
   std::string blas_kernel;         // the CPU kernel OpenBLAS runs (e.g. "Haswell")
   std::string blas_kernel_source;  // how it was chosen: "openblas", "user" or "auto"
   int blas_threads = 0;
+  // The trainer's own GEMM when its fused CPU kernels run ("oneDNN 2.6.3 (avx512_core)"), else
+  // empty: the linear layers and attention then go through LibTorch to the BLAS.
+  std::string gemm;
   int torch_threads = 0;
   std::string torch_version;
   std::string cpu_model;
 
-  std::string blas_summary() const;     // "openblas-openmp (OpenBLAS 0.3.21 ...; Haswell)"
+  // "openblas-openmp (OpenBLAS 0.3.21 ...; Haswell)", plus "; gemm oneDNN ..." when it runs.
+  std::string blas_summary() const;
   std::string blas_kernel_how() const;  // "chosen automatically", "set by OPENBLAS_CORETYPE", ...
   // For people: blas_summary() with how the kernel was chosen ("...; kernel X, chosen
   // automatically)").

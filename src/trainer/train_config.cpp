@@ -58,6 +58,10 @@ constexpr std::array<std::pair<const char*, Precision>, 2> kPrecisionNames{{
     {"fp32", Precision::Fp32},
     {"bf16", Precision::Bf16},
 }};
+constexpr std::array<std::pair<const char*, CpuKernels>, 2> kCpuKernelNames{{
+    {"fused", CpuKernels::Fused},
+    {"aten", CpuKernels::Aten},
+}};
 
 template <typename Enum, size_t N>
 const char* name_of(Enum value, const std::array<std::pair<const char*, Enum>, N>& names) {
@@ -122,6 +126,7 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
   b.bind("train.log_every", t.log_every, {0, {}});
   bind_enum(b, "train.device", t.device, kDeviceNames);
   bind_enum(b, "train.precision", t.precision, kPrecisionNames);
+  bind_enum(b, "train.cpu_kernels", t.cpu_kernels, kCpuKernelNames);
   if (t.batch_size % t.grad_accum != 0)
     b.fail("train.batch_size",
            "batch_size " + std::to_string(t.batch_size) + " is not divisible by grad_accum " +
@@ -208,8 +213,8 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
            "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
 }
 
-// train.device is left out as the BLAS is: a checkpoint moves between devices, with a warning
-// that the continuation is not bitwise identical.
+// train.device and train.cpu_kernels are left out as the BLAS is: a checkpoint moves between
+// devices and kernels, with a warning that the continuation is not bitwise identical.
 // grad_accum and dist.ranks only split the global batch of a step (equal up to the order of
 // the additions): a checkpoint of an N-rank run resumes on one rank with N-fold accumulation.
 std::string trajectory_lines(const std::string& canonical) {
@@ -220,6 +225,7 @@ std::string trajectory_lines(const std::string& canonical) {
                                                             "train.checkpoint_every ",
                                                             "train.grad_accum ",
                                                             "train.device ",
+                                                            "train.cpu_kernels ",
                                                             "dist.ranks ",
                                                             "dist.timeout_s "};
   std::string kept;
@@ -309,6 +315,9 @@ const char* to_string(DeviceKind device) {
 }
 const char* to_string(Precision precision) {
   return name_of(precision, kPrecisionNames);
+}
+const char* to_string(CpuKernels kernels) {
+  return name_of(kernels, kCpuKernelNames);
 }
 
 }  // namespace faultline::trainer

@@ -56,6 +56,11 @@ enum class DeviceKind { Auto, Cpu, Cuda };
 // gradients and optimizer state stay float32.
 enum class Precision { Fp32, Bf16 };
 
+// Which kernels run the linear layers and attention on a float32 CPU: the trainer's own
+// (oneDNN GEMMs, attention that skips the masked blocks: src/trainer/cpu_kernels.hpp) or
+// LibTorch's ops throughout. Loss bits differ between them, as between BLAS kernels.
+enum class CpuKernels { Fused, Aten };
+
 struct TrainLoopConfig {
   int64_t steps = 100;      // the run's length
   int64_t stop_after = 0;   // stop after this step (a prefix of the same run); 0: run all
@@ -67,6 +72,7 @@ struct TrainLoopConfig {
   int64_t log_every = 10;        // human progress lines on stdout; 0: none
   DeviceKind device = DeviceKind::Auto;
   Precision precision = Precision::Fp32;
+  CpuKernels cpu_kernels = CpuKernels::Fused;
 };
 
 enum class DistBackend { Auto, Gloo, Nccl };
@@ -161,5 +167,6 @@ const char* to_string(ProbeLevel level);
 const char* to_string(DistBackend backend);
 const char* to_string(DeviceKind device);
 const char* to_string(Precision precision);
+const char* to_string(CpuKernels kernels);
 
 }  // namespace faultline::trainer

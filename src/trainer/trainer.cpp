@@ -14,6 +14,7 @@
 #include "probes/inprocess/finite_checks.hpp"
 #include "trainer/batch_loader.hpp"
 #include "trainer/checkpoint.hpp"
+#include "trainer/cpu_gemm.hpp"
 #include "trainer/device.hpp"
 #include "trainer/dist.hpp"
 #include "trainer/faults.hpp"
@@ -96,7 +97,10 @@ void Trainer::set_up() {
   at::set_num_interop_threads(1);
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
 
-  model_ = Gpt(config_.model);
+  model_ = Gpt(config_.model, config_.train.cpu_kernels);
+  if (config_.train.cpu_kernels == CpuKernels::Fused && device_.is_cpu() &&
+      config_.train.precision == Precision::Fp32)
+    runtime_.gemm = sgemm_description();
   model_->initialize(config_.model.init_std);  // on the CPU generator: the same on any device
   model_->mask_bias = model_->mask_bias.to(device_);
   faults_.validate(model_->module_names());
@@ -124,12 +128,14 @@ int64_t Trainer::resume() {
   if (options_.resume_path.empty()) return 1;
   auto meta = load_checkpoint(options_.resume_path, {*params_, *optimizer_});
   if (meta.trajectory_hash != config_.trajectory_hash)
-    throw UserError("checkpoint was written by a different training config (trajectory hash " +
-                        meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
-                    options_.resume_path,
-                    "resume with the config it was written with; only probe.*, fault.*, "
-                    "train.stop_after, train.log_every, train.checkpoint_every, "
-                    "train.grad_accum, train.device, dist.ranks and dist.timeout_s may differ");
+    throw UserError(
+        "checkpoint was written by a different training config (trajectory hash " +
+            meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
+        options_.resume_path,
+        "resume with the config it was written with; only probe.*, fault.*, "
+        "train.stop_after, train.log_every, train.checkpoint_every, "
+        "train.grad_accum, train.device, train.cpu_kernels, dist.ranks and dist.timeout_s "
+        "may differ");
   if (meta.blas != runtime_.blas_summary())
     std::fprintf(stderr,
                  "faultline-train: warning: checkpoint written with BLAS %s, running %s; "

@@ -216,9 +216,11 @@ class Bench:
         result["cpu_s"] = cpu_s
         return result
 
-    def gemm_rates(self, shapes):
-        """(wall, CPU-time) GFLOP/s per shape, best of 5 timings, in the order of `shapes`."""
-        cmd = [self.args.python, os.path.join(HERE, "gemm_rate.py"), "--threads", str(self.args.threads)]
+    def gemm_rates(self, shapes, gemm="torch"):
+        """(wall, CPU-time) GFLOP/s per shape, best of 5 timings, in the order of `shapes`;
+        gemm: "torch" (torch.mm, the BLAS) or "onednn" (what the trainer's fused kernels call)."""
+        cmd = [self.args.python, os.path.join(HERE, "gemm_rate.py"), "--threads", str(self.args.threads),
+               "--gemm", gemm]
         for m, k, n in shapes:
             cmd += ["--shape", f"{m}x{k}x{n}"]
         result = json.loads(run(cmd, clean_env(), "gemm_rate.py")[0].strip().splitlines()[-1])
@@ -255,6 +257,7 @@ def throughput(bench, name, steps, repeats):
     sets = bench.overrides(data, steps)
     kernel, _ = bench.trainer_kernel()
     programs = {"C++": lambda sets: bench.run_cpp(recipe, sets),
+                "C++ aten": lambda sets: bench.run_cpp(recipe, sets + ["train.cpu_kernels=aten"]),
                 "Python": lambda sets: bench.run_python(recipe, sets, False, kernel),
                 "Python+malloc": lambda sets: bench.run_python(recipe, sets, True, kernel)}
     runs = {label: [] for label in programs}
@@ -265,15 +268,20 @@ def throughput(bench, name, steps, repeats):
               (rows, n_embd, 4 * n_embd), (rows, 4 * n_embd, n_embd), (rows, n_embd, vocab)]
     log(f"[{name}] GEMM rate at {bench.args.threads} thread(s)")
     rates = bench.gemm_rates(shapes)
+    onednn_rates = bench.gemm_rates(shapes, "onednn")
     labels = list(programs)
     for r in range(repeats):
         # Rotate the order each repeat so no program always runs right after the same one.
-        for label in labels[r % 3:] + labels[:r % 3]:
+        shift = r % len(labels)
+        for label in labels[shift:] + labels[:shift]:
             log(f"[{name}] repeat {r + 1}/{repeats}: {label}")
             runs[label].append(programs[label](sets))
     log(f"[{name}] GEMM rate again")
     both = [(max(a[0], b[0]), max(a[1], b[1])) for a, b in zip(rates, bench.gemm_rates(shapes))]
     rates, cpu_rates = [r[0] for r in both], [r[1] for r in both]
+    onednn_both = [(max(a[0], b[0]), max(a[1], b[1]))
+                   for a, b in zip(onednn_rates, bench.gemm_rates(shapes, "onednn"))]
+    onednn_rates, onednn_cpu_rates = [r[0] for r in onednn_both], [r[1] for r in onednn_both]
     weights = [3, 1, 4, 4, vocab / (n_layer * n_embd)]  # per-token flops of each shape, ÷ n_layer·d²
 
     def model_shape_rate(per_shape):  # FLOP-weighted harmonic mean over the model's shapes
@@ -303,7 +311,8 @@ def throughput(bench, name, steps, repeats):
           f"Python {py[0]['threads']} (BLAS {py[0].get('blas_threads')}, {py[0]['blas']}); "
           f"torch {start.get('torch_version')} / {py[0]['torch_version']}")
     print(f"{'':24s} {'tokens/s':>9s}  {'(min..max)':>13s}   {'CPU-time tokens/s':>17s}  {'(min..max)':>13s}")
-    names = {"C++": "C++ faultline-train", "Python": "Python (python_gpt.py)",
+    names = {"C++": "C++ faultline-train", "C++ aten": "C++, cpu_kernels=aten",
+             "Python": "Python (python_gpt.py)",
              "Python+malloc": "Python + trainer malloc"}
     for label in programs:
         print(f"{names[label]:24s} {w[label]:9.0f}  {min(wall[label]):6.0f}..{max(wall[label]):<6.0f}   "
@@ -313,6 +322,10 @@ def throughput(bench, name, steps, repeats):
     ratio = w["C++"] / w["Python"]
     print(f"ratio: {ratio:.2f}")
     print(f"ratio in CPU time: {c['C++'] / c['Python']:.2f}")
+    print(f"with train.cpu_kernels = aten (LibTorch's ops and the BLAS's GEMM, as Python): "
+          f"{w['C++ aten'] / w['Python']:.2f} (CPU time: {c['C++ aten'] / c['Python']:.2f}); "
+          f"the trainer's fused kernels (gemm: {start.get('gemm') or 'none'}) are worth "
+          f"{w['C++'] / w['C++ aten']:.2f}x")
     print(f"against Python with the trainer's malloc settings (GLIBC_TUNABLES={MALLOC_TUNABLES}): "
           f"{w['C++'] / w['Python+malloc']:.2f} (CPU time: {c['C++'] / c['Python+malloc']:.2f})")
     target = {"tiny": 1.3, "small": 1.1}.get(name)
@@ -333,6 +346,13 @@ def throughput(bench, name, steps, repeats):
           f"1024³ {square:.1f} GFLOP/s; model shapes {model_rate:.1f} GFLOP/s ("
           + ", ".join(f"{m}x{k}x{n} {r:.0f}" for (m, k, n), r in zip(shapes[1:], rates[1:])) + ")")
     print(f"GEMM rate in CPU time: 1024³ {cpu_square:.1f} GFLOP/s; model shapes {cpu_model_rate:.1f} GFLOP/s")
+    onednn_square, onednn_model = onednn_rates[0], model_shape_rate(onednn_rates)
+    print(f"oneDNN dnnl_sgemm rate (the fused kernels' GEMM): 1024³ {onednn_square:.1f} GFLOP/s; "
+          f"model shapes {onednn_model:.1f} GFLOP/s ("
+          + ", ".join(f"{m}x{k}x{n} {r:.0f}" for (m, k, n), r in zip(shapes[1:], onednn_rates[1:]))
+          + f"); in CPU time {onednn_cpu_rates[0]:.1f} / {model_shape_rate(onednn_cpu_rates):.1f}")
+    print(f"MFU C++ against the GEMM it calls (oneDNN, model shapes): "
+          f"{100 * w['C++'] * flops_per_token / 1e9 / onednn_model:.1f} %")
     for label in programs:
         achieved, achieved_cpu = w[label] * flops_per_token / 1e9, c[label] * flops_per_token / 1e9
         print(f"MFU {label:14s} {achieved:6.1f} GFLOP/s = {100 * achieved / square:5.1f} % of 1024³ GEMM, "

@@ -1,4 +1,5 @@
-// Tests for src/trainer/model.cpp: parameter count, module names, shapes, causality, seeded init.
+// Tests for src/trainer/model.cpp: parameter count, module names, shapes, causality, seeded init,
+// and the same loss and gradients from the fused CPU kernels as from LibTorch's ops.
 #include "trainer/model.hpp"
 
 #include <gtest/gtest.h>
@@ -177,6 +178,32 @@ TEST(Gpt, InitializeFollowsGpt2) {
     else
       EXPECT_NEAR(p.std().item<double>(), 0.5, 0.1);
   }
+}
+
+// train.cpu_kernels changes how the step computes, not what: from the same weights and batch,
+// both give the loss and every gradient to float32 rounding.
+TEST(Gpt, FusedKernelsGiveTheLossAndGradientsOfLibTorchsOps) {
+  ModelConfig config = tiny(2);
+  config.block_size = 40;  // two attention row blocks, the second partial
+  auto idx = torch::randint(config.vocab_size, {3, config.block_size + 1});
+  auto run = [&](CpuKernels kernels) {
+    torch::manual_seed(21);
+    Gpt model(config, kernels);
+    model->initialize(config.init_std);
+    auto input = idx.narrow(1, 0, config.block_size), target = idx.narrow(1, 1, config.block_size);
+    auto loss = torch::cross_entropy_loss(
+        model->forward(input, nullptr).reshape({-1, config.vocab_size}), target.reshape({-1}));
+    loss.backward();
+    std::vector<torch::Tensor> grads;
+    for (const auto& param : model->parameters()) grads.push_back(param.grad());
+    return std::make_pair(loss.item<double>(), grads);
+  };
+  auto [fused_loss, fused_grads] = run(CpuKernels::Fused);
+  auto [aten_loss, aten_grads] = run(CpuKernels::Aten);
+  EXPECT_NEAR(fused_loss, aten_loss, 1e-5);
+  ASSERT_EQ(fused_grads.size(), aten_grads.size());
+  for (size_t i = 0; i < fused_grads.size(); ++i)
+    EXPECT_TRUE(torch::allclose(fused_grads[i], aten_grads[i], 1e-3, 1e-5)) << "parameter " << i;
 }
 
 }  // namespace

@@ -120,8 +120,9 @@ TEST(TrainConfig, EnumTyposSuggestTheClosestChoice) {
   struct Case {
     std::string assignment, suggestion;
   };
-  for (const Case& c : {Case{"schedule.kind=cosin", "cosine"}, Case{"probe.level=ful", "full"},
-                        Case{"dist.backend=glo", "gloo"}}) {
+  for (const Case& c :
+       {Case{"schedule.kind=cosin", "cosine"}, Case{"probe.level=ful", "full"},
+        Case{"dist.backend=glo", "gloo"}, Case{"train.cpu_kernels=fuse", "fused"}}) {
     SCOPED_TRACE(c.assignment);
     ErrorItem error = user_error([&] { parse("", {c.assignment}); });
     EXPECT_TRUE(contains(error.what, "invalid value")) << error.what;
@@ -230,7 +231,8 @@ bool trajectory_neutral(const std::string& key) {
          key == "train.log_every" || key == "train.checkpoint_every" || key == "dist.ranks" ||
          key == "dist.timeout_s" ||    // how it is launched, not what it computes
          key == "train.grad_accum" ||  // how a step's global batch is split
-         key == "train.device";        // a checkpoint moves between devices, as between BLASes
+         key == "train.device" ||      // a checkpoint moves between devices, as between BLASes
+         key == "train.cpu_kernels";   // ... and between kernels
 }
 
 // A valid change of one key, with the partner keys it needs.
@@ -243,6 +245,7 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"dist.backend", {"dist.backend=gloo"}},
       {"train.device", {"train.device=cuda"}},
       {"train.precision", {"train.precision=bf16"}},
+      {"train.cpu_kernels", {"train.cpu_kernels=aten"}},
       {"fault.crash_signal", {"fault.crash_signal=ABRT"}},
       {"fault.nan_step", {"fault.nan_step=3", "fault.nan_layer=wte"}},
       {"fault.nan_layer", {"fault.nan_layer=wte", "fault.nan_step=3"}},
