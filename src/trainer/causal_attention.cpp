@@ -4,13 +4,13 @@
 // Queries, keys and values are read where the fused qkv projection put them, and the heads are
 // written side by side, so no permute or transpose copies are made.
 #include <ATen/Parallel.h>
-#include <ATen/autocast_mode.h>
 
 #include <cmath>
 #include <limits>
 
 #include "trainer/cpu_gemm.hpp"
 #include "trainer/cpu_kernels.hpp"
+#include "trainer/device.hpp"
 
 namespace faultline::trainer {
 
@@ -166,7 +166,7 @@ torch::Tensor aten_causal_attention(const torch::Tensor& qkv, int64_t n_head,
 
 torch::Tensor causal_attention(const torch::Tensor& qkv, int64_t n_head,
                                const torch::Tensor& mask_bias, CpuKernels kernels) {
-  if (!fused_kernels_apply(kernels, qkv) || at::autocast::is_cpu_enabled())
+  if (!fused_kernels_apply(kernels, qkv) || cpu_autocast_enabled())
     return aten_causal_attention(qkv, n_head, mask_bias);
   return CausalAttentionFunction::apply(qkv, n_head);
 }

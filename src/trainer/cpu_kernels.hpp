@@ -1,7 +1,8 @@
 // The trainer's own CPU kernels for the GPT's heaviest ops: linear layers over cpu_gemm's sgemm,
 // and causal self-attention that multiplies only the blocks the mask keeps. Each is one
 // autograd function on float32 CPU tensors; other dtypes and devices, and train.cpu_kernels =
-// "aten", take LibTorch's own ops. Results do not depend on the thread count.
+// "aten", take LibTorch's own ops. Attention's results do not depend on the thread count; a
+// linear layer's, as with any BLAS, may.
 #pragma once
 
 #include <torch/torch.h>

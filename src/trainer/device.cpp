@@ -51,6 +51,14 @@ void set_autocast(torch::DeviceType type, bool enabled) {
 }
 }  // namespace
 
+bool cpu_autocast_enabled() {
+#ifdef FAULTLINE_AUTOCAST_PER_DEVICE
+  return at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
+#endif
+}
+
 void set_cublas_workspace_default() {
   setenv(kCublasWorkspace, ":4096:8", /*overwrite=*/0);
 }

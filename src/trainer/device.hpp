@@ -32,6 +32,9 @@ void make_current(const torch::Device& device);
 nlohmann::json make_deterministic(const torch::Device& device, int world_size,
                                   const std::string& backend);
 
+// Whether CPU autocast is on now (an AutocastScope under bf16): the fused CPU kernels step aside.
+bool cpu_autocast_enabled();
+
 // While alive, ops on `device` autocast to bfloat16 under train.precision = "bf16"; nothing under
 // fp32. Wraps forward and loss; backward runs outside it, as autocast wants.
 class AutocastScope {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "trainer/adamw_kernel.hpp"
+
 namespace faultline::trainer {
 
 FlatParams::FlatParams(torch::nn::Module& module, const torch::Device& device) {
@@ -52,6 +54,23 @@ FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
   const double bias2 = 1.0 - std::pow(options_.beta2, static_cast<double>(step_count_));
   auto& grads = params_.grads();
   auto& values = params_.values();
+  StepStats stats;
+  if (options_.kernels == CpuKernels::Fused && values.device().is_cpu() &&
+      values.scalar_type() == torch::kFloat) {
+    const AdamWConstants constants{static_cast<float>(1.0 - options_.beta1),
+                                   static_cast<float>(options_.beta2),
+                                   static_cast<float>(1.0 - options_.beta2),
+                                   static_cast<float>(1.0 / std::sqrt(bias2)),
+                                   static_cast<float>(options_.eps),
+                                   static_cast<float>(lr / bias1),
+                                   static_cast<float>(lr * options_.weight_decay)};
+    const double sum_of_squares =
+        adamw_fused_step(values.data_ptr<float>(), grads.data_ptr<float>(),
+                         exp_avg_.data_ptr<float>(), exp_avg_sq_.data_ptr<float>(), values.numel(),
+                         options_.weight_decay > 0 ? params_.decayed_numel() : 0, constants);
+    if (measure == UpdateNorm::Measure) stats.update_norm = std::sqrt(sum_of_squares);
+    return stats;
+  }
   exp_avg_.lerp_(grads, 1.0 - options_.beta1);
   exp_avg_sq_.mul_(options_.beta2).addcmul_(grads, grads, 1.0 - options_.beta2);
   // update = lr/bias1 · m / (sqrt(v)/sqrt(bias2) + eps)  (+ lr·wd·θ on the matrix slice)
@@ -63,7 +82,6 @@ FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
     auto decayed = update_.narrow(0, 0, params_.decayed_numel());
     decayed.add_(values.narrow(0, 0, params_.decayed_numel()), lr * options_.weight_decay);
   }
-  StepStats stats;
   if (measure == UpdateNorm::Measure) stats.update_norm = update_.norm().item<double>();
   values.sub_(update_);
   return stats;

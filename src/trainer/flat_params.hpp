@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/train_config.hpp"
+
 namespace faultline::trainer {
 
 struct FlatParam {
@@ -49,6 +51,8 @@ class FlatAdamW {
  public:
   struct Options {
     double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+    // Fused: one pass over memory on a float32 CPU (adamw_kernel.hpp); else LibTorch's ops.
+    CpuKernels kernels = CpuKernels::Fused;
   };
   FlatAdamW(FlatParams& params, Options options);
 

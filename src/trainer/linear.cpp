@@ -1,9 +1,9 @@
 // The linear layers' forward and backward as three sgemm calls (cpu_gemm.hpp): y = x·Wᵀ + b,
 // dx = dy·W, dW = dyᵀ·x, plus db = Σ dy. Same function as torch's linear, with oneDNN's GEMM.
-#include <ATen/autocast_mode.h>
 
 #include "trainer/cpu_gemm.hpp"
 #include "trainer/cpu_kernels.hpp"
+#include "trainer/device.hpp"
 
 namespace faultline::trainer {
 
@@ -88,7 +88,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
                      CpuKernels kernels) {
   // Autocast (bf16) casts inside torch's linear; the fused path is for plain float32 only.
   if (!fused_kernels_apply(kernels, x) || weight.scalar_type() != torch::kFloat ||
-      at::autocast::is_cpu_enabled())
+      cpu_autocast_enabled())
     return torch::nn::functional::linear(x, weight, bias);
   return bias.defined() ? LinearFunction::apply(x, weight, bias)
                         : LinearNoBiasFunction::apply(x, weight);

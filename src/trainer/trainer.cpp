@@ -107,7 +107,7 @@ void Trainer::set_up() {
   params_ = std::make_unique<FlatParams>(*model_, device_);
   optimizer_ = std::make_unique<FlatAdamW>(
       *params_, FlatAdamW::Options{config_.optim.beta1, config_.optim.beta2, config_.optim.eps,
-                                   config_.optim.weight_decay});
+                                   config_.optim.weight_decay, config_.train.cpu_kernels});
   loader_ = std::make_unique<BatchLoader>(config_);
   if (config_.probe.level == ProbeLevel::Full) {
     std::vector<std::pair<std::string, torch::Tensor>> named;

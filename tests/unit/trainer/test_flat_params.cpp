@@ -164,10 +164,14 @@ std::vector<double> to_vector(const torch::Tensor& t) {
   return {d.data_ptr<double>(), d.data_ptr<double>() + d.numel()};
 }
 
-TEST(FlatAdamW, MatchesAHandWrittenReferenceInDouble) {
+// Both implementations: LibTorch's ops, and the fused loop of adamw_kernel.cpp.
+class FlatAdamWKernels : public ::testing::TestWithParam<CpuKernels> {};
+
+TEST_P(FlatAdamWKernels, MatchesAHandWrittenReferenceInDouble) {
   Mixed module;
   FlatParams flat(module);
   FlatAdamW::Options options;
+  options.kernels = GetParam();
   options.beta1 = 0.9;
   options.beta2 = 0.95;
   options.eps = 1e-8;
@@ -208,11 +212,12 @@ TEST(FlatAdamW, MatchesAHandWrittenReferenceInDouble) {
   }
 }
 
-TEST(FlatAdamW, DecayTouchesOnlyMatrices) {
+TEST_P(FlatAdamWKernels, DecayTouchesOnlyMatrices) {
   Mixed module;
   FlatParams flat(module);
   FlatAdamW::Options options;
   options.weight_decay = 0.5;
+  options.kernels = GetParam();
   FlatAdamW adam(flat, options);
   auto before = flat.values().clone();
   adam.step(0.1);  // zero grads: the only change is the decay
@@ -220,6 +225,38 @@ TEST(FlatAdamW, DecayTouchesOnlyMatrices) {
   expected.narrow(0, 0, 10).mul_(1 - 0.1 * 0.5);
   EXPECT_TRUE(torch::allclose(flat.values(), expected, 1e-6, 1e-7)) << flat.values() - expected;
   EXPECT_TRUE(torch::equal(flat.values().narrow(0, 10, 5), before.narrow(0, 10, 5)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, FlatAdamWKernels,
+                         ::testing::Values(CpuKernels::Aten, CpuKernels::Fused),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// Over many chunks and the decay boundary: the fused loop gives LibTorch's values to float
+// rounding, and the same bits at any thread count.
+TEST(FlatAdamW, FusedLoopMatchesLibTorchsOpsAndIgnoresTheThreadCount) {
+  auto run = [](CpuKernels kernels, int threads) {
+    at::set_num_threads(threads);
+    torch::manual_seed(5);
+    torch::nn::Linear module(300, 301);
+    FlatParams flat(*module);
+    FlatAdamW::Options options;
+    options.kernels = kernels;
+    FlatAdamW adam(flat, options);
+    double norms = 0;
+    for (int step = 1; step <= 3; ++step) {
+      flat.grads().copy_(torch::randn({flat.numel()}));
+      norms += adam.step(1e-2).update_norm;
+    }
+    at::set_num_threads(1);
+    return std::make_pair(flat.values().clone(), norms);
+  };
+  auto [aten, aten_norms] = run(CpuKernels::Aten, 1);
+  auto [fused, fused_norms] = run(CpuKernels::Fused, 1);
+  auto [fused2, fused2_norms] = run(CpuKernels::Fused, 2);
+  EXPECT_TRUE(torch::allclose(fused, aten, 1e-5, 1e-7));
+  EXPECT_NEAR(fused_norms, aten_norms, 1e-5 * aten_norms);
+  EXPECT_TRUE(torch::equal(fused, fused2));
+  EXPECT_EQ(fused_norms, fused2_norms);
 }
 
 TEST(FlatAdamW, StepCountCanBeRestored) {
