@@ -455,7 +455,7 @@ def main():
         description="tokens/s of faultline-train vs the same model in Python PyTorch, MFU, probe overhead")
     parser.add_argument("build_dir", nargs="?", default=os.path.join(ROOT, "build"),
                         help="CMake build directory holding src/trainer/faultline-train (default: build)")
-    parser.add_argument("--recipe", choices=["tiny", "small", "both"], default="both")
+    parser.add_argument("--recipe", choices=["tiny", "small", "both", "none"], default="both")
     parser.add_argument("--steps", type=int, default=None,
                         help=f"steps per run (default: {DEFAULT_STEPS}); tokens/s counts steps 3..N")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per program; median")
@@ -494,7 +494,7 @@ def main():
         if args.kernel_recipe != "none":
             kernel_comparison(bench, args.kernel_recipe,
                               args.steps or DEFAULT_STEPS[args.kernel_recipe], args.repeats)
-        names = ["tiny", "small"] if args.recipe == "both" else [args.recipe]
+        names = {"both": ["tiny", "small"], "none": []}.get(args.recipe, [args.recipe])
         for name in names:
             throughput(bench, name, args.steps or DEFAULT_STEPS[name], args.repeats)
         if args.probe_recipe != "none":
