@@ -3,13 +3,9 @@
 
 #include <filesystem>
 
-namespace faultline::harness {
+#include "common/text.hpp"
 
-namespace {
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
-}  // namespace
+namespace faultline::harness {
 
 const char* to_string(RunOrigin origin) {
   switch (origin) {

@@ -19,7 +19,7 @@
 namespace faultline::harness::contract {
 
 namespace fs = std::filesystem;
-using namespace detail;  // guess, starts_with, where
+using namespace detail;  // guess, where
 
 namespace {
 
@@ -92,7 +92,7 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
     if (!starts_with(key, "trainer.")) own_keys.push_back(key);
   for (auto [key, value] : source.values()) {
     if (file.count(key)) {
-      if (value.origin.rfind("--set", 0) == 0) {
+      if (starts_with(value.origin, "--set")) {
         // A rejected value is reported once; the recipe's own stands in for it meanwhile.
         source.set(key,
                    check_override_type(file.at(key), value, key, errors) ? value : file.at(key));

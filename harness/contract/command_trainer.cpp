@@ -14,7 +14,6 @@ namespace faultline::harness::contract {
 namespace {
 
 using detail::guess;
-using detail::starts_with;
 using detail::where;
 namespace fs = std::filesystem;
 

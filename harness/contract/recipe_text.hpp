@@ -16,10 +16,6 @@ inline std::string guess(std::string_view word, const std::vector<std::string>& 
   return match.empty() ? "" : "; " + match;
 }
 
-inline bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.rfind(prefix, 0) == 0;
-}
-
 // "trainer.command at r.toml:3", or "trainer.command in r.toml" when the recipe does not set it.
 inline std::string where(const std::string& key, const ConfigSource& source) {
   auto it = source.values().find(key);

@@ -14,6 +14,7 @@
 
 #include "common/config.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "store/store.hpp"
 
@@ -185,11 +186,11 @@ std::vector<std::string> TrainerContract::scale_overrides(const TrialSpec& spec)
 }
 
 bool TrainerContract::watches_only(const std::string& name) const {
-  if (command_) return name.rfind("faultline.", 0) == 0 || name.rfind("trainer.", 0) == 0;
+  if (command_) return starts_with(name, "faultline.") || starts_with(name, "trainer.");
   static const std::vector<std::string> watching = {
       "train.stop_after", "train.log_every", "train.checkpoint_every",
       "dist.timeout_s",   "dist.ranks",      "data.fraction"};
-  return name.rfind("probe.", 0) == 0 ||
+  return starts_with(name, "probe.") ||
          std::find(watching.begin(), watching.end(), name) != watching.end();
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 #include "harness/launch/local_launcher.hpp"
@@ -38,7 +39,7 @@ std::string stacks_in_log(const std::string& path) {
   int lines = 0;
   bool in_dump = false;
   while (std::getline(in, line) && lines < 40) {
-    const bool header = line.rfind("Thread 0x", 0) == 0 || line.rfind("Current thread 0x", 0) == 0;
+    const bool header = starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x");
     in_dump = in_dump || header;
     if (!in_dump || line.empty()) continue;
     stacks += "\n    " + line;

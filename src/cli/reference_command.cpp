@@ -30,7 +30,7 @@ struct ReferenceArgs {
 // Keys that do not make two runs different configs: the seed (that is the point of several
 // runs), how far a run went and what it probed.
 bool ignored_key(const std::string& key) {
-  return key == "train.seed" || key == "train.stop_after" || key.rfind("probe.", 0) == 0;
+  return key == "train.seed" || key == "train.stop_after" || starts_with(key, "probe.");
 }
 
 // "a = 1 vs 2" for each key whose values differ, or that one config lacks.

@@ -293,7 +293,7 @@ void ConfigBinder::bind(const std::string& key, std::string& field,
   if (const auto* value = lookup(key)) {
     // A --set value that looks like a number is still a fine string ("--set data.name=123").
     std::string text = value->type == ConfigValue::Type::String ? value->string : value->toml();
-    bool from_override = value->origin.rfind("--set", 0) == 0;
+    bool from_override = starts_with(value->origin, "--set");
     if (value->type != ConfigValue::Type::String && !from_override) {
       errors_.add("expected a string, got " + value->type_name() + " " + value->toml(),
                   where(key, value), "quote it");
@@ -322,7 +322,7 @@ void ConfigBinder::bind_path(const std::string& key, std::string& field, PathChe
   std::error_code error;
   if (check == PathCheck::MustExist && !std::filesystem::exists(field, error))
     errors_.add("path does not exist: " + field, where(key, value),
-                value->origin.rfind("--set", 0) == 0
+                starts_with(value->origin, "--set")
                     ? "a path given with --set is relative to the current directory"
                     : "a relative path in a recipe is relative to the recipe's own folder (" +
                           value->base_dir + ")");
@@ -339,9 +339,8 @@ void ConfigBinder::finish() {
   ErrorList unknown;
   for (const auto& [key, value] : source_.values()) {
     if (known.count(key)) continue;
-    if (std::any_of(sections_.begin(), sections_.end(), [&key = key](const std::string& section) {
-          return key.rfind(section, 0) == 0;
-        }))
+    if (std::any_of(sections_.begin(), sections_.end(),
+                    [&key = key](const std::string& section) { return starts_with(key, section); }))
       continue;
     std::string hint = did_you_mean(key, known_);
     if (auto option = option_named_by(key, options_); !option.empty())
@@ -358,14 +357,14 @@ ConfigSource ConfigSource::only(const std::string& section) const {
   ConfigSource kept = *this;
   kept.values_.clear();
   for (const auto& [key, value] : values_)
-    if (key.rfind(section + ".", 0) == 0) kept.values_.emplace(key, value);
+    if (starts_with(key, section + ".")) kept.values_.emplace(key, value);
   return kept;
 }
 
 ConfigSource ConfigSource::without(const std::string& section) const {
   ConfigSource kept = *this;
   for (const auto& [key, value] : values_)
-    if (key.rfind(section + ".", 0) == 0) kept.values_.erase(key);
+    if (starts_with(key, section + ".")) kept.values_.erase(key);
   return kept;
 }
 

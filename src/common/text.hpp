@@ -1,4 +1,4 @@
-// Small text helpers: did-you-mean suggestions, trimming, joining.
+// Small text helpers: did-you-mean suggestions, prefixes, trimming, joining.
 #pragma once
 
 #include <string>
@@ -18,6 +18,10 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 // The option among `options` ("--step-timeout") whose words all appear in `key`'s words
 // ("timeout.step_s": timeout, step, s); the one with most words wins; "" when none does.
 std::string option_named_by(std::string_view key, const std::vector<std::string>& options);
+
+inline bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
 
 std::string trim(std::string_view text);
 std::string join(const std::vector<std::string>& parts, std::string_view separator);

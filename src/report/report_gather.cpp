@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
@@ -307,7 +308,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   }
   const std::string pass = harness::to_string(harness::Verdict::Pass);
   for (const auto& trial : report.timeline)
-    if (trial.phase.rfind(harness::kBaselinePhase, 0) == 0 && trial.verdict == pass) {
+    if (starts_with(trial.phase, harness::kBaselinePhase) && trial.verdict == pass) {
       others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
                         store.steps(trial.run_id, -1)});
       break;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/text.hpp"
 #include "trainer/blas_kernel.hpp"
 
 namespace faultline::trainer {
@@ -26,7 +27,7 @@ std::string read_cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    if (starts_with(line, "model name")) return line.substr(line.find(':') + 2);
   return "unknown";
 }
 }  // namespace

@@ -231,7 +231,7 @@ std::string trajectory_lines(const std::string& canonical) {
   std::string kept;
   for (const auto& line : split(canonical, '\n')) {
     bool ignored = false;
-    for (const auto& prefix : ignored_prefixes) ignored = ignored || line.rfind(prefix, 0) == 0;
+    for (const auto& prefix : ignored_prefixes) ignored = ignored || starts_with(line, prefix);
     if (!ignored && !line.empty()) kept += line + "\n";
   }
   return kept;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.hpp"
 #include "support/process.hpp"
 
 namespace faultline::testing {
@@ -86,7 +87,7 @@ class GitFixture {
   int linked_worktrees() {
     std::istringstream lines(git({"worktree", "list", "--porcelain"}));
     int count = -1;
-    for (std::string line; std::getline(lines, line);) count += line.rfind("worktree ", 0) == 0;
+    for (std::string line; std::getline(lines, line);) count += starts_with(line, "worktree ");
     return count;
   }
 

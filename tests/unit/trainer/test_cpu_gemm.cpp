@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <limits>
+#include "common/text.hpp"
 
 namespace faultline::trainer {
 namespace {
@@ -63,7 +64,7 @@ TEST(CpuGemm, NanInAnInputReachesTheOutput) {
 
 TEST(CpuGemm, DescriptionNamesTheImplementation) {
   const std::string text = sgemm_description();
-  EXPECT_TRUE(text.rfind("oneDNN ", 0) == 0 || text == "LibTorch mm") << text;
+  EXPECT_TRUE(starts_with(text, "oneDNN ") || text == "LibTorch mm") << text;
 }
 
 }  // namespace

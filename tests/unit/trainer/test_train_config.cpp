@@ -227,7 +227,7 @@ TEST(TrainConfig, HashIsStableAndIgnoresHowAValueWasGiven) {
 }
 
 bool trajectory_neutral(const std::string& key) {
-  return key.rfind("probe.", 0) == 0 || key.rfind("fault.", 0) == 0 || key == "train.stop_after" ||
+  return starts_with(key, "probe.") || starts_with(key, "fault.") || key == "train.stop_after" ||
          key == "train.log_every" || key == "train.checkpoint_every" || key == "dist.ranks" ||
          key == "dist.timeout_s" ||    // how it is launched, not what it computes
          key == "train.grad_accum" ||  // how a step's global batch is split
