@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -52,6 +54,32 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+// What make_temp_dir made, removed when the test program exits: a suite run leaves nothing in
+// /tmp. FAULTLINE_KEEP_TEST_DIRS=1 keeps them, to look at a failed test's runs and logs.
+class TempDirs {
+ public:
+  void add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    const char* keep = std::getenv("FAULTLINE_KEEP_TEST_DIRS");
+    if (keep && *keep && std::string(keep) != "0") return;
+    std::error_code ignored;
+    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> dirs_;
+};
+TempDirs& temp_dirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+}  // namespace
+
 std::string make_temp_dir(const std::string& tag) {
   const char* base = std::getenv("TMPDIR");
   std::string pattern =
@@ -59,6 +87,7 @@ std::string make_temp_dir(const std::string& tag) {
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (!mkdtemp(buffer.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  temp_dirs().add(buffer.data());
   return buffer.data();
 }
 

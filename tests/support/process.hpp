@@ -29,7 +29,8 @@ struct ProcessSpec {
 std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs);
 ProcessResult run_process(const ProcessSpec& spec);
 
-// A fresh directory under the test temp dir.
+// A fresh directory under the test temp dir, removed with everything in it when the test
+// program exits (kept with FAULTLINE_KEEP_TEST_DIRS=1).
 std::string make_temp_dir(const std::string& tag);
 
 // A TCP port that was free a moment ago.

@@ -7,15 +7,18 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "test_support.hpp"
 
 using namespace faultline::harness;
 
 namespace {
 
+// In a directory of this process's own, removed at exit: parallel test runs do not share it.
 std::string write(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("faultline-ladder-" + name);
+  static faultline::testing::ScratchDir dir;
+  const std::string path = dir.file(name);
   std::ofstream(path) << text;
-  return path.string();
+  return path;
 }
 
 }  // namespace
