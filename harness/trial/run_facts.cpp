@@ -57,9 +57,10 @@ std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id) {
 }
 
 const std::vector<const char*>& bit_deciding_facts() {
-  static const std::vector<const char*> keys = {"cpu",     "blas",         "blas_kernel",
-                                                "threads", "blas_threads", "torch_version",
-                                                "backend", "world_size"};
+  // "gemm": faultline-train's fused CPU kernels call oneDNN, whose code depends on the CPU's ISA.
+  static const std::vector<const char*> keys = {"cpu",           "blas",    "blas_kernel",
+                                                "gemm",          "threads", "blas_threads",
+                                                "torch_version", "backend", "world_size"};
   return keys;
 }
 

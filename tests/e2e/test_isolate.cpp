@@ -192,6 +192,7 @@ TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {
   ASSERT_EQ(shown.result.exit_code, 0) << shown.result.output;
   EXPECT_EQ(shown.doc.at("where"), "blocks.0.attn");
   EXPECT_TRUE(shown.doc.at("evidence").at("host").contains("blas_kernel"));
+  EXPECT_TRUE(shown.doc.at("evidence").at("host").contains("gemm"));
   auto listed = faultline_cli({"findings", "--json"}, dir);
   ASSERT_EQ(listed.doc.at("findings").size(), 1u);
   auto missing = faultline_cli({"repro", "F99"}, dir);
