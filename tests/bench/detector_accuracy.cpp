@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "probes/detectors/reference.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "support/metrics.hpp"
@@ -106,12 +107,6 @@ double final_loss(const std::vector<StepRecord>& steps) {
   for (auto it = steps.rbegin(); it != steps.rend() && count < 10; ++it)
     if (std::isfinite(it->loss)) sum += it->loss, ++count;
   return count ? sum / count : NAN;
-}
-
-int arg(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::atoi(argv[i + 1]);
-  return fallback;
 }
 
 std::string kinds_text(const std::map<std::string, int>& counts) {
@@ -201,13 +196,13 @@ void measure(const Model& model, const Options& options) {
 
 int main(int argc, char** argv) {
   Options options;
-  options.seeds = arg(argc, argv, "--seeds", options.seeds);
-  options.degraded_seeds = arg(argc, argv, "--degraded-seeds", options.degraded_seeds);
-  options.reference_runs = arg(argc, argv, "--reference-runs", options.reference_runs);
-  options.threads = arg(argc, argv, "--threads", options.threads);
-  std::string only;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--models") only = argv[i + 1];
+  options.seeds = faultline::bench::int_arg(argc, argv, "--seeds", options.seeds);
+  options.degraded_seeds =
+      faultline::bench::int_arg(argc, argv, "--degraded-seeds", options.degraded_seeds);
+  options.reference_runs =
+      faultline::bench::int_arg(argc, argv, "--reference-runs", options.reference_runs);
+  options.threads = faultline::bench::int_arg(argc, argv, "--threads", options.threads);
+  const std::string only = faultline::bench::text_arg(argc, argv, "--models", "");
   const std::vector<Model> models = {
       {"micro",
        FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml",

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "probes/detectors/stats.hpp"
 #include "support/cli.hpp"
@@ -170,22 +171,16 @@ void run_case(const Case& c, int ranks, int runs, const Options& options, Tally&
   }
 }
 
-int arg(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
-  options.runs = arg(argc, argv, "--runs", options.runs);
-  options.fault_runs = arg(argc, argv, "--fault-runs", options.fault_runs);
-  options.hogs = arg(argc, argv, "--hogs", options.hogs);
-  if (const int only = arg(argc, argv, "--ranks", 0); only > 0) options.worlds = {only};
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--trainer") options.trainer = argv[i + 1];
+  options.runs = faultline::bench::int_arg(argc, argv, "--runs", options.runs);
+  options.fault_runs = faultline::bench::int_arg(argc, argv, "--fault-runs", options.fault_runs);
+  options.hogs = faultline::bench::int_arg(argc, argv, "--hogs", options.hogs);
+  if (const int only = faultline::bench::int_arg(argc, argv, "--ranks", 0); only > 0)
+    options.worlds = {only};
+  options.trainer = faultline::bench::text_arg(argc, argv, "--trainer", options.trainer);
   std::printf("trainer: %s\n\n", options.trainer.c_str());
   const std::vector<Case> cases = {
       {"healthy", {}, "", -1},
