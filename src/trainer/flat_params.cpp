@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainer/adamw_kernel.hpp"
+#include "trainer/cpu_kernels.hpp"
 
 namespace faultline::trainer {
 
@@ -44,7 +45,9 @@ std::string FlatParams::name_at(int64_t index) const {
 FlatAdamW::FlatAdamW(FlatParams& params, Options options) : params_(params), options_(options) {
   exp_avg_ = torch::zeros_like(params.values());
   exp_avg_sq_ = torch::zeros_like(params.values());
-  update_ = torch::empty_like(params.values());
+  // The fused loop needs no scratch buffer; LibTorch's ops build the update in one.
+  if (!fused_kernels_apply(options_.kernels, params.values()))
+    update_ = torch::empty_like(params.values());
 }
 
 FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
@@ -55,8 +58,7 @@ FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
   auto& grads = params_.grads();
   auto& values = params_.values();
   StepStats stats;
-  if (options_.kernels == CpuKernels::Fused && values.device().is_cpu() &&
-      values.scalar_type() == torch::kFloat) {
+  if (fused_kernels_apply(options_.kernels, values)) {
     const AdamWConstants constants{static_cast<float>(1.0 - options_.beta1),
                                    static_cast<float>(options_.beta2),
                                    static_cast<float>(1.0 - options_.beta2),

@@ -15,6 +15,7 @@
 #include "trainer/batch_loader.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/cpu_gemm.hpp"
+#include "trainer/cpu_kernels.hpp"
 #include "trainer/device.hpp"
 #include "trainer/dist.hpp"
 #include "trainer/faults.hpp"
@@ -98,13 +99,14 @@ void Trainer::set_up() {
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
 
   model_ = Gpt(config_.model, config_.train.cpu_kernels);
-  if (config_.train.cpu_kernels == CpuKernels::Fused && device_.is_cpu() &&
-      config_.train.precision == Precision::Fp32)
-    runtime_.gemm = sgemm_description();
   model_->initialize(config_.model.init_std);  // on the CPU generator: the same on any device
   model_->mask_bias = model_->mask_bias.to(device_);
   faults_.validate(model_->module_names());
   params_ = std::make_unique<FlatParams>(*model_, device_);
+  // The layers' fused GEMMs run where the kernels apply to the parameters and autocast is off.
+  if (fused_kernels_apply(config_.train.cpu_kernels, params_->values()) &&
+      config_.train.precision == Precision::Fp32)
+    runtime_.gemm = sgemm_description();
   optimizer_ = std::make_unique<FlatAdamW>(
       *params_, FlatAdamW::Options{config_.optim.beta1, config_.optim.beta2, config_.optim.eps,
                                    config_.optim.weight_decay, config_.train.cpu_kernels});
