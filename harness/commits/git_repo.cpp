@@ -2,11 +2,7 @@
 // no deadlock on a large `rev-list`), and git's own message is quoted in every error.
 #include "harness/commits/git_repo.hpp"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -18,32 +14,6 @@ namespace faultline::harness {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A file that exists only for the lifetime of this object.
-class TempFile {
- public:
-  TempFile() {
-    std::string pattern = (fs::temp_directory_path() / "faultline-git.XXXXXX").string();
-    const int fd = mkstemp(pattern.data());
-    if (fd < 0) throw InfraError("cannot create a temporary file in " + pattern);
-    ::close(fd);
-    path_ = pattern;
-  }
-  ~TempFile() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-  std::string text() const {
-    std::ifstream in(path_, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-
- private:
-  std::string path_;
-};
 
 std::string trim(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
@@ -60,18 +30,15 @@ std::string first_line(const std::string& text) {
 }  // namespace
 
 GitRepo::Output GitRepo::git(const std::vector<std::string>& args) const {
-  TempFile out, err;
   CommandSpec spec;
   spec.argv = {"git", "-C", top_.empty() ? std::string(".") : top_};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.output_path = out.path();
-  spec.error_path = err.path();
   // Never open an editor or a pager, never ask for credentials.
   spec.env = {{"GIT_TERMINAL_PROMPT", "0"}, {"GIT_PAGER", "cat"}, {"GIT_EDITOR", "true"}};
-  const CommandResult result = run_command(spec);
-  if (result.end != CommandEnd::Exited)
-    throw InfraError("git " + args.front() + " " + describe(result, spec));
-  return {result.exit_code, out.text(), err.text()};
+  CapturedCommand captured = run_captured(spec);
+  if (captured.result.end != CommandEnd::Exited)
+    throw InfraError("git " + args.front() + " " + describe(captured.result, spec));
+  return {captured.result.exit_code, std::move(captured.out), std::move(captured.err)};
 }
 
 std::string GitRepo::git_ok(const std::vector<std::string>& args) const {

@@ -1,11 +1,6 @@
-// Slurm client commands through run_command: output to a private temporary file, read back.
+// Slurm client commands through run_captured: output to private temporary files, read back.
 #include "harness/launch/slurm_commands.hpp"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "harness/launch/launcher.hpp"
@@ -13,49 +8,26 @@
 
 namespace faultline::harness::slurm {
 
-namespace {
-
-std::string temp_path() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/faultline-slurm-XXXXXX";
-  const int fd = mkstemp(path.data());
-  if (fd < 0) throw InfraError("cannot create a temporary file in " + path);
-  close(fd);
-  return path;
-}
-
-std::string read_and_remove(const std::string& path) {
-  std::string text = file_tail(path, std::string::npos);
-  std::filesystem::remove(path);
-  return text;
-}
-
-}  // namespace
-
 std::string query(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env, double timeout_s) {
   CommandSpec spec;
   spec.argv = argv;
   spec.env = env;
-  spec.output_path = temp_path();
-  spec.error_path = temp_path();
   spec.timeout_s = timeout_s;
-  CommandResult result;
+  CapturedCommand captured;
   try {
-    result = run_command(spec);
+    captured = run_captured(spec);
   } catch (const InfraError& error) {
-    read_and_remove(spec.output_path);
-    read_and_remove(spec.error_path);
     throw InfraError(argv.at(0) + " cannot be run (is Slurm's client installed?): " + error.what());
   }
-  std::string out = read_and_remove(spec.output_path);
-  std::string err = read_and_remove(spec.error_path);
+  const CommandResult& result = captured.result;
   if (result.end != CommandEnd::Exited || result.exit_code != 0) {
     std::string line;
     for (const auto& arg : argv) line += (line.empty() ? "" : " ") + arg;
+    const std::string& err = captured.err;
     throw InfraError(line + ": " + describe(result, spec) + (err.empty() ? "" : ": " + err));
   }
-  return out;
+  return captured.out;
 }
 
 std::map<std::string, std::string> show(const std::string& kind, const std::string& id) {

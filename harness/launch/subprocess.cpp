@@ -2,8 +2,12 @@
 // and an interrupt flag.
 #include "harness/launch/subprocess.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -62,6 +66,42 @@ std::string describe(const CommandResult& result, const CommandSpec& spec) {
       return "interrupted";
   }
   return "?";
+}
+
+namespace {
+// A file that exists only for the lifetime of this object.
+class TempFile {
+ public:
+  TempFile() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "faultline-cmd.XXXXXX").string();
+    const int fd = mkstemp(pattern.data());
+    if (fd < 0) throw InfraError("cannot create a temporary file in " + pattern);
+    ::close(fd);
+    path_ = pattern;
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+}  // namespace
+
+CapturedCommand run_captured(CommandSpec spec) {
+  TempFile out, err;
+  spec.output_path = out.path();
+  spec.error_path = err.path();
+  CapturedCommand captured;
+  captured.result = run_command(spec);
+  captured.out = file_tail(out.path(), std::string::npos);
+  captured.err = file_tail(err.path(), std::string::npos);
+  return captured;
 }
 
 std::string file_tail(const std::string& path, std::size_t bytes) {

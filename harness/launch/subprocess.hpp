@@ -38,6 +38,15 @@ struct CommandResult {
 // InfraError (harness/launcher.hpp).
 CommandResult run_command(const CommandSpec& spec);
 
+// A command's whole stdout and stderr, captured in temporary files (no pipes, so no deadlock on
+// a large output) that are removed whatever happens: for git and Slurm's client commands.
+struct CapturedCommand {
+  CommandResult result;
+  std::string out, err;
+};
+// Runs `spec` with its output_path and error_path replaced by the temporary files.
+CapturedCommand run_captured(CommandSpec spec);
+
 // "exit 1", "SIGSEGV", "timed out after 600 s", "interrupted".
 std::string describe(const CommandResult& result, const CommandSpec& spec);
 
