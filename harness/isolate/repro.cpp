@@ -37,7 +37,8 @@ bool records_equal(const StepRecord& a, const StepRecord& b) {
          same_bits(a.param_norm, b.param_norm) && same_bits(a.update_ratio, b.update_ratio);
 }
 
-// "" when the recipe the finding names still resolves to the config its evidence run ran.
+// "" when the recipe the finding names, with the finding's overrides, still resolves to the config
+// the replay ran (the evidence run's config with the same overrides on top).
 std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash) {
   if (!std::filesystem::exists(spec.config_path))
     return "the recipe " + spec.config_path + " no longer exists";
@@ -65,18 +66,24 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   report.tolerance = options.tolerance.value_or(fields.value("tolerance", kReproTolerance));
   // The finding stands alone: it replays the resolved config its evidence run ran, whatever
   // became of the recipe file since.
-  if (auto evidence = store.get_run(report.evidence_run); evidence && !evidence->config.empty()) {
-    report.recipe_changed = recipe_change(spec, evidence->config_hash);
+  const TrialSpec as_found = spec;
+  const auto evidence_info = store.get_run(report.evidence_run);
+  const bool replays_stored_config = evidence_info && !evidence_info->config.empty();
+  if (replays_stored_config)
     spec.config_path =
-        write_run_config(*evidence, options.work_dir, "finding-F" + std::to_string(finding.id),
-                         "the resolved config of run " + std::to_string(evidence->id) +
+        write_run_config(*evidence_info, options.work_dir, "finding-F" + std::to_string(finding.id),
+                         "the resolved config of run " + std::to_string(evidence_info->id) +
                              ", the evidence of F" + std::to_string(finding.id));
-  }
 
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);
   report.run_id = outcome.run_id;
+  // Compared with the replay, not the evidence run: the reproduction's overrides (stop_after at
+  // the failure step, say) change the hash of both sides alike.
+  if (replays_stored_config)
+    if (auto replay = store.get_run(outcome.run_id))
+      report.recipe_changed = recipe_change(as_found, replay->config_hash);
   const auto& evidence = fields.at("evidence");
   const json expected_step = evidence.value("failure_step", json());
   const auto kind = detectors::parse_failure_kind(finding.kind);

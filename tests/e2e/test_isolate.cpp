@@ -187,6 +187,9 @@ TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {
   EXPECT_EQ(repro.doc.at("reproduced"), true);
   EXPECT_EQ(repro.doc.at("bitwise_identical"), true);
   EXPECT_TRUE(repro.doc.at("differing_facts").empty());
+  // The recipe is untouched: no warning, though the reproduction stops at the failure step and
+  // its evidence run did not.
+  EXPECT_TRUE(repro.doc.at("recipe_changed").is_null()) << repro.doc.dump();
 
   auto shown = faultline_cli({"show", id, "--json"}, dir);
   ASSERT_EQ(shown.result.exit_code, 0) << shown.result.output;
