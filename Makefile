@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build install demo test test-fast bench format clean
+.PHONY: all deps configure build install demo test test-fast bench torch-compat format clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-fast: build
 
 bench: build
 	@bash tests/bench/trainer_throughput $(BUILD)
+
+# Compiles and links faultline-train against Debian's newest CPU LibTorch and its CUDA LibTorch
+# (fetched into ~/.cache/faultline/torch-compat): the GPU machine's LibTorch is not 1.13.
+torch-compat: build
+	@python3 tests/gpu/torch_compat.py --build $(BUILD) -j $(JOBS)
 
 format:
 	@find src probes bisect harness tests -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
