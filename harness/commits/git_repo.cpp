@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/launch/launcher.hpp"
 #include "harness/launch/subprocess.hpp"
 
@@ -14,12 +15,6 @@ namespace faultline::harness {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  return text;
-}
 
 // git's first message line ("fatal: not a git repository ...") for error texts.
 std::string first_line(const std::string& text) {

@@ -38,13 +38,20 @@ Enum parse_choice(const std::optional<Enum>& parsed, const std::string& given, c
   return *parsed;
 }
 
-// The runs a finding's search ran: those started between the search's start and the finding.
+// The runs a finding's search ran, oldest first: those its stored timeline names (what `faultline
+// report` draws; reused trials included, another search running at the same time excluded).
+// Searches that keep no timeline (commit bisection, and isolate before it kept one) get the runs
+// started between the search's start and the finding.
 std::vector<store::RunInfo> finding_runs(const store::Store& store,
                                          const store::FindingInfo& finding) {
-  std::string from = finding.created_at;
-  if (finding.search_id)
-    if (auto search = store.get_search(*finding.search_id)) from = search->created_at;
+  std::optional<store::SearchInfo> search;
+  if (finding.search_id) search = store.get_search(*finding.search_id);
   std::vector<store::RunInfo> runs;
+  if (search)
+    for (const auto& entry : json::parse(search->state_json).value("timeline", json::array()))
+      if (auto run = store.get_run(entry.value("run", int64_t{0}))) runs.push_back(*run);
+  if (!runs.empty()) return runs;
+  const std::string from = search ? search->created_at : finding.created_at;
   for (const auto& run : store.list_runs(-1))
     if (run.started_at >= from && run.started_at <= finding.created_at) runs.push_back(run);
   std::reverse(runs.begin(), runs.end());  // oldest first

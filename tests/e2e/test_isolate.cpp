@@ -1,9 +1,11 @@
 // End-to-end: `faultline isolate` on real trainer runs localizes every planted fault and the
 // organic ones to the right step, module, samples or config key; a killed isolate resumes
 // without repeating finished trials; `repro` of a fresh finding is bitwise identical.
+#include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "store/store.hpp"
@@ -216,6 +218,13 @@ TEST(Isolate, BisectStepsStopsAfterTheStepAndItsTrialsServeIsolate) {
   ASSERT_EQ(all.result.exit_code, 0) << all.result.output;
   EXPECT_GT(all.doc.at("trials").get<int>(), steps.doc.at("trials").get<int>());
   EXPECT_THAT(all.result.output, HasSubstr("stored trial reused"));
+  // Its exported trials are its search's, the reused ones (run before it started) included.
+  const std::string finding = fmt::format("F{}", all.doc.at("finding_id").get<int64_t>());
+  auto trials = faultline_cli({"export", finding, "--what", "trials", "--format", "jsonl"}, dir);
+  ASSERT_EQ(trials.result.exit_code, 0) << trials.result.output;
+  EXPECT_EQ(std::count(trials.result.output.begin(), trials.result.output.end(), '\n'),
+            all.doc.at("trials").get<int>())
+      << trials.result.output;
 }
 
 TEST(Isolate, NoiseNotDerivedFromTheSeedIsANondeterministicFinding) {

@@ -3,10 +3,15 @@
 # LibTorch inside), cmake, ninja and the CUDA toolkit: builds the GPU parts, runs the device tests,
 # the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
 # data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
-# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio); prints a summary. About 5
-# minutes.
+# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio); prints a summary.
 #
-#   bash tests/gpu/run.sh            # results and logs in $FAULTLINE_GPU_OUT (default build-gpu/out)
+#   bash tests/gpu/run.sh [all|build|check]   # results and logs in $FAULTLINE_GPU_OUT
+#                                             # (default build-gpu/out)
+#
+# Two phases, each with its own time budget, so that a device session can run them as two calls
+# (the build stays in build-gpu/ between them): `build` (configure and one parallel build of every
+# target; $FAULTLINE_GPU_BUILD_S, default 420 s) and `check` (everything else, in under 5 minutes;
+# $FAULTLINE_GPU_CHECK_S, default 330 s). `all` (the default) runs both.
 #
 # What it builds depends on what the machine has (docs/gpu.md):
 # - the full project (faultline, faultline-train, every test) when CMake finds all of Debian's
@@ -18,25 +23,37 @@
 # Each step has a time limit; a failing step is reported and the script goes on.
 set -uo pipefail
 
+phase=${1:-all}
+case $phase in
+  all | build | check) ;;
+  *)
+    echo "usage: bash tests/gpu/run.sh [all|build|check]" >&2
+    exit 2
+    ;;
+esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FAULTLINE_GPU_BUILD:-$root/build-gpu}
 out=${FAULTLINE_GPU_OUT:-$build/out}
 mkdir -p "$out"
 started=$SECONDS
-summary=()
+budget=${FAULTLINE_GPU_BUILD_S:-420}
+[[ $phase == check ]] && budget=${FAULTLINE_GPU_CHECK_S:-330}
 failures=0
+# A check phase appends to the build phase's summary; a build (or all) starts a new one.
+[[ $phase != check ]] && : >"$out/summary.txt"
 
 say() { printf '== %s\n' "$*"; }
 record() {  # record STATUS TEXT
-  summary+=("$(printf '%-5s %s' "$1" "$2")")
+  printf '%-5s %s\n' "$1" "$2" >>"$out/summary.txt"
   [[ $1 == FAIL ]] && failures=$((failures + 1))
   say "$1 $2"
 }
-# run_step NAME LIMIT_S COMMAND...: runs with a time limit, output to $out/NAME.log.
+# run_step NAME LIMIT_S COMMAND...: runs with a time limit (capped by what is left of the phase's
+# budget), output to $out/NAME.log.
 run_step() {
   local name=$1 limit=$2
   shift 2
-  local left=$((330 - (SECONDS - started)))
+  local left=$((budget - (SECONDS - started)))
   if ((left < 15)); then
     record SKIP "$name: out of time"
     return 99
@@ -66,7 +83,7 @@ read -r torch_version torch_cuda torch_gpu torch_prefix <<<"$torch_info"
 nvcc_path=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 cuda_root=${CUDAToolkit_ROOT:-$( [[ -n $nvcc_path ]] && dirname "$(dirname "$nvcc_path")")}
 echo "cuda toolkit: ${cuda_root:-none}; cmake: $(cmake --version | head -1); ninja: $(ninja --version 2>&1)"
-if [[ $torch_gpu != True ]]; then
+if [[ $torch_gpu != True && $phase != check ]]; then
   record FAIL "PyTorch sees no CUDA GPU ($torch_info): nothing on the GPU can run"
 fi
 # NCCL: the toolkit's, else the one PyTorch's wheel ships (nvidia-nccl-cu13).
@@ -79,43 +96,80 @@ if [[ -z $nccl_home && ! -e ${cuda_root:-/nonexistent}/include/nccl.h ]]; then
 fi
 echo "nccl: ${nccl_home:-from the toolkit}"
 
-# ---- 1. build
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_CUDA=ON
-  "-DTorch_DIR=$torch_prefix/Torch")
-[[ -n $cuda_root ]] && cmake_args+=("-DCUDAToolkit_ROOT=$cuda_root")
-[[ -n $nccl_home ]] && cmake_args+=("-DFAULTLINE_NCCL_INCLUDE=$nccl_home/include"
-  "-DFAULTLINE_NCCL_LIBRARY=${NCCL_HOME_LIB:-$nccl_home/lib}/libnccl.so")
-command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-layout=none
-if run_step configure-full 90 cmake -S "$root" -B "$build/full" "${cmake_args[@]}"; then
-  layout=full
-  bin=$build/full/src/cli
-  train_bin=$build/full/src/trainer/faultline-train
-  test_bin=$build/full/tests/gpu/test_gpu_device
-  targets=(faultline faultline-train faultline-nccl-check faultline_cupti test_gpu_device
-    test_device test_checkpoint)
-elif run_step configure-gpu-only 60 cmake -S "$root/tests/gpu/standalone" -B "$build/gpu" "${cmake_args[@]}"; then
-  layout=gpu-only
-  bin=$build/gpu/src/cli
-  train_bin=$build/gpu/trainer/faultline-train
-  test_bin=$build/gpu/tests-gpu/test_gpu_device
-  targets=(faultline-nccl-check faultline_cupti)
-  grep -q 'GoogleTest' "$out/configure-gpu-only.log" || targets+=(test_gpu_device)
-  grep -q 'faultline-train not built' "$out/configure-gpu-only.log" || targets+=(faultline-train)
+# ---- 1. build (phase `build`): the layout and paths go to $build/layout.env for `check`
+layout_file=$build/layout.env
+if [[ $phase != check ]]; then
+  cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DFAULTLINE_CUDA=ON
+    "-DTorch_DIR=$torch_prefix/Torch")
+  [[ -n $cuda_root ]] && cmake_args+=("-DCUDAToolkit_ROOT=$cuda_root")
+  [[ -n $nccl_home ]] && cmake_args+=("-DFAULTLINE_NCCL_INCLUDE=$nccl_home/include"
+    "-DFAULTLINE_NCCL_LIBRARY=${NCCL_HOME_LIB:-$nccl_home/lib}/libnccl.so")
+  command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  layout=none
+  if run_step configure-full 90 cmake -S "$root" -B "$build/full" "${cmake_args[@]}"; then
+    layout=full
+    build_dir=$build/full
+    bin=$build/full/src/cli
+    train_bin=$build/full/src/trainer/faultline-train
+    test_bin=$build/full/tests/gpu/test_gpu_device
+    targets=(faultline faultline-train faultline-nccl-check faultline_cupti test_gpu_device
+      test_device test_checkpoint)
+  elif run_step configure-gpu-only 60 cmake -S "$root/tests/gpu/standalone" -B "$build/gpu" "${cmake_args[@]}"; then
+    layout=gpu-only
+    build_dir=$build/gpu
+    bin=$build/gpu/src/cli
+    train_bin=$build/gpu/trainer/faultline-train
+    test_bin=$build/gpu/tests-gpu/test_gpu_device
+    targets=(faultline-nccl-check faultline_cupti)
+    grep -q 'GoogleTest' "$out/configure-gpu-only.log" || targets+=(test_gpu_device)
+    grep -q 'faultline-train not built' "$out/configure-gpu-only.log" || targets+=(faultline-train)
+  fi
+  if [[ $layout == none ]]; then
+    record FAIL "configure: neither the full project nor tests/gpu/standalone (see $out/configure-*.log)"
+    rm -f "$layout_file"
+  else
+    grep -h 'faultline.*LibTorch\|faultline-train:' "$out"/configure-*.log | sed 's/^-- //' |
+      while read -r line; do record INFO "configure: $line"; done
+    record INFO "build layout: $layout (targets: ${targets[*]})"
+    # One build of every target, going on past errors (-k 0) so each target that can be built
+    # is. Each target's file is removed first (a relink), so it exists afterwards only if built.
+    target_file() {
+      case $1 in
+        faultline | faultline-nccl-check) echo "$bin/$1" ;;
+        faultline_cupti) echo "$bin/libfaultline_cupti.so" ;;
+        faultline-train) echo "$train_bin" ;;
+        test_gpu_device) echo "$test_bin" ;;
+        *) echo "$build_dir/tests/unit/trainer/$1" ;;
+      esac
+    }
+    for target in "${targets[@]}"; do rm -f "$(target_file "$target")"; done
+    run_step build 600 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" -- -k 0
+    grep -E 'error:|undefined reference' "$out/build.log" | head -20 | sed 's/^/   ! /'
+    for target in "${targets[@]}"; do
+      if [[ -e $(target_file "$target") ]]; then
+        record PASS "build $target"
+      else
+        record FAIL "build $target (see $out/build.log)"
+      fi
+    done
+    declare -p layout build_dir bin train_bin test_bin >"$layout_file"
+  fi
+  if [[ $phase == build ]]; then
+    echo
+    echo "faultline GPU build: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
+    cat "$out/summary.txt"
+    exit $((failures > 0))
+  fi
+  # `all`: the checks get their own budget from here.
+  started=$SECONDS
+  budget=${FAULTLINE_GPU_CHECK_S:-330}
 fi
-if [[ $layout == none ]]; then
-  record FAIL "configure: neither the full project nor tests/gpu/standalone (see $out/configure-*.log)"
+if [[ -e $layout_file ]]; then
+  # shellcheck disable=SC1090 # written by the build phase above
+  source "$layout_file"
 else
-  record INFO "build layout: $layout (targets: ${targets[*]})"
-  build_dir=$build/full
-  [[ $layout == gpu-only ]] && build_dir=$build/gpu
-  for target in "${targets[@]}"; do
-    if run_step "build-$target" 150 cmake --build "$build_dir" --target "$target" -j "$(nproc)"; then
-      record PASS "build $target"
-    else
-      record FAIL "build $target (see $out/build-$target.log)"
-    fi
-  done
+  layout=none
+  record FAIL "check: no build (run the build phase first: bash tests/gpu/run.sh build)"
 fi
 bin=${bin:-/nonexistent}
 cupti_lib=$bin/libfaultline_cupti.so
@@ -256,5 +310,5 @@ fi
 # ---- summary
 echo
 echo "faultline GPU checks: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+cat "$out/summary.txt"
 exit $((failures > 0))
