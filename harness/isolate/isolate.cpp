@@ -249,6 +249,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                       {"host", host_facts(start_event(store_, scaled.repro_outcome.run_id))},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
                       {"failing_run", evidence ? evidence->run_id : reproduction->outcome.run_id}};
+  if (context.loss_reference_run) finding.evidence["loss_reference_run"] = context.loss_reference_run;
   return store_finding(context, result, state, checkpoint, {});
 }
 

@@ -44,6 +44,9 @@ class Context {
   // The trainer of the setup being isolated (set once the setup is known).
   contract::TrainerContract trainer = contract::TrainerContract::bundled();
   int64_t trials = 0, trials_reused = 0, steps_executed = 0, rank_steps_executed = 0;
+  // The run whose losses trials are judged against (0: none), kept with a loss_regression
+  // finding so that `repro` judges its replay against the same losses.
+  int64_t loss_reference_run = 0;
   // Every trial in the order it ran: its phase, run, verdict, cost and whether the cache served
   // it; stored with the search so `faultline report` can draw the search as a timeline.
   nlohmann::json timeline = nlohmann::json::array();

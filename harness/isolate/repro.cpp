@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -75,6 +76,12 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
                          "the resolved config of run " + std::to_string(evidence_info->id) +
                              ", the evidence of F" + std::to_string(finding.id));
 
+  const auto& evidence = fields.at("evidence");
+  // A loss regression is a verdict against reference losses: the replay is judged against the
+  // same run's.
+  if (const int64_t reference = evidence.value("loss_reference_run", int64_t{0}))
+    cache.judge_against(std::make_shared<const std::vector<std::vector<StepRecord>>>(
+        std::vector<std::vector<StepRecord>>{store.steps(reference)}));
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);
@@ -84,7 +91,6 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   if (replays_stored_config)
     if (auto replay = store.get_run(outcome.run_id))
       report.recipe_changed = recipe_change(as_found, replay->config_hash);
-  const auto& evidence = fields.at("evidence");
   const json expected_step = evidence.value("failure_step", json());
   const auto kind = detectors::parse_failure_kind(finding.kind);
   for (const auto& failure : outcome.failures) {
@@ -112,7 +118,16 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     });
     return records;
   };
-  const auto before = by_rank_step(store.steps(report.evidence_run));
+  // The reproduction may be a prefix of the evidence run (a loss regression's is cut at the step
+  // that showed it): the evidence is compared up to the step the reproduction stops after.
+  auto within_replay = [&spec](auto records) {
+    if (spec.stop_after > 0)
+      records.erase(std::remove_if(records.begin(), records.end(),
+                                   [&](const auto& r) { return r.step > spec.stop_after; }),
+                    records.end());
+    return records;
+  };
+  const auto before = by_rank_step(within_replay(store.steps(report.evidence_run)));
   const auto now = by_rank_step(store.steps(outcome.run_id));
   bool identical = before.size() == now.size() && !before.empty();
   std::map<std::pair<int, int64_t>, double> old_loss;
@@ -125,7 +140,7 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     report.max_rel_loss_diff =
         std::max(report.max_rel_loss_diff, std::fabs(now[i].loss - it->second) / scale);
   }
-  const auto old_prints = by_rank_step(store.fingerprints(report.evidence_run));
+  const auto old_prints = by_rank_step(within_replay(store.fingerprints(report.evidence_run)));
   const auto new_prints = by_rank_step(store.fingerprints(outcome.run_id));
   identical = identical && old_prints.size() == new_prints.size();
   for (size_t i = 0; identical && i < new_prints.size(); ++i)

@@ -1,6 +1,8 @@
 // End-to-end: a setup that fails no detector alone but trains worse than its baseline. With
 // `--baseline`, isolate runs the baseline as the loss reference, reproduces a loss_regression
-// and names the one key of three changed ones that makes it (a far too low learning rate).
+// and names the one key of three changed ones that makes it (a far too low learning rate); its
+// repro is judged against the same baseline losses.
+#include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,7 +29,8 @@ Cli isolate(const std::string& command, std::vector<std::string> extra,
 }  // namespace
 
 TEST(IsolateLossRegression, TheBaselineIsTheReferenceAndDdminNamesTheLearningRate) {
-  auto cli = isolate("isolate", {"--baseline", kMicro});
+  const std::string dir = make_temp_dir("isolate-loss");
+  auto cli = isolate("isolate", {"--baseline", kMicro}, dir);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   const auto& doc = cli.doc;
   EXPECT_EQ(doc.at("kind"), "loss_regression") << doc.dump();
@@ -41,6 +44,13 @@ TEST(IsolateLossRegression, TheBaselineIsTheReferenceAndDdminNamesTheLearningRat
   EXPECT_EQ(doc.at("config_culprit").at(0).at("failing"), "1e-04");
   EXPECT_THAT(doc.at("skipped").dump(), HasSubstr("a loss regression is the whole curve's"));
   EXPECT_THAT(cli.result.output, HasSubstr("the baseline as the loss reference"));
+
+  // The replay is judged against the same baseline losses, so the regression comes back.
+  const std::string finding = fmt::format("F{}", doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding, "--json"}, dir, 300);
+  ASSERT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_EQ(repro.doc.at("reproduced"), true) << repro.doc.dump();
+  EXPECT_EQ(repro.doc.at("bitwise_identical"), true) << repro.doc.dump();
 }
 
 TEST(IsolateLossRegression, BisectConfigNamesTheKeyToo) {
