@@ -285,7 +285,10 @@ print(f"{gib('mem_bytes'):.1f} of {gib('mem_total_bytes'):.1f} GiB used, "
       f"peak allocated {gib('mem_peak_bytes'):.2f} GiB")
 PY
 )
-      record INFO "faultline-train bf16 $shape on cuda: $ours tokens/s vs python $theirs: ratio $ratio (target >= 1.0); memory $peak"
+      # The same model and tokens, so its MFU is Python's scaled by the ratio.
+      their_mfu=$(json_field "$out/bench-python-$shape.log" mfu)
+      mfu=$(python3 -c "print(f'{float(\"$their_mfu\") * float(\"$ratio\"):.4f}')" 2>/dev/null || echo n/a)
+      record INFO "faultline-train bf16 $shape on cuda: $ours tokens/s vs python $theirs: ratio $ratio (target >= 1.0), MFU $mfu; memory $peak"
       record INFO "faultline-train determinism ($shape): $start"
     else
       record FAIL "faultline-train bf16 $shape on cuda (see $out/train-$shape-cuda.log)"
