@@ -59,6 +59,10 @@ TrialSpec spec_from_json(const json& in) {
   return spec;
 }
 
+json stored_timeline(const store::SearchInfo& search) {
+  return json::parse(search.state_json).value("timeline", json::array());
+}
+
 json to_json(const Finding& finding) {
   auto or_null = [](const std::string& text) { return text.empty() ? json() : json(text); };
   json culprit;
@@ -249,7 +253,8 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
                       {"host", host_facts(start_event(store_, scaled.repro_outcome.run_id))},
                       {"steps", steps_around(store_, scaled.local_outcome.run_id, finding.step)},
                       {"failing_run", evidence ? evidence->run_id : reproduction->outcome.run_id}};
-  if (context.loss_reference_run) finding.evidence["loss_reference_run"] = context.loss_reference_run;
+  if (context.loss_reference_run)
+    finding.evidence["loss_reference_run"] = context.loss_reference_run;
   return store_finding(context, result, state, checkpoint, {});
 }
 

@@ -68,6 +68,10 @@ struct Finding {
 };
 
 nlohmann::json to_json(const Finding& finding);  // the fields stored with a finding
+// The trials a search ran, in order, as stored with it: one object per trial with its phase, run,
+// verdict, reused, steps_run and wall_s. Empty for a search that keeps none (commit bisection,
+// and isolate before it kept one).
+nlohmann::json stored_timeline(const store::SearchInfo& search);
 nlohmann::json spec_to_json(const TrialSpec& spec);
 TrialSpec spec_from_json(const nlohmann::json& json);
 

@@ -36,9 +36,7 @@ std::optional<Reproduction> reproduce_against_baseline(Context& context, const T
                to_string(base.verdict) + ") is no loss reference";
     return std::nullopt;
   }
-  context.judge_against(std::make_shared<const std::vector<std::vector<StepRecord>>>(
-      std::vector<std::vector<StepRecord>>{context.store.steps(base.run_id)}));
-  context.loss_reference_run = base.run_id;
+  context.judge_against(base.run_id);
   std::string against;
   auto reproduction =
       reproduce(context, failing, detectors::FailureKind::LossRegression, against, ran);

@@ -30,9 +30,10 @@ class Context {
     return run(spec);
   }
   int jobs() const { return jobs_; }
-  // From now on every trial is also judged against these runs' losses (loss_regression).
-  void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {
-    cache_.judge_against(std::move(reference));
+  // From now on every trial is also judged against this run's losses (loss_regression).
+  void judge_against(int64_t reference_run) {
+    cache_.judge_against(reference_run);
+    loss_reference_run = reference_run;
   }
   // An axis not searched, and why: shown as progress and kept with the finding.
   void skip(const std::string& why);
@@ -44,8 +45,8 @@ class Context {
   // The trainer of the setup being isolated (set once the setup is known).
   contract::TrainerContract trainer = contract::TrainerContract::bundled();
   int64_t trials = 0, trials_reused = 0, steps_executed = 0, rank_steps_executed = 0;
-  // The run whose losses trials are judged against (0: none), kept with a loss_regression
-  // finding so that `repro` judges its replay against the same losses.
+  // The run judge_against named (0: none), kept with a loss_regression finding so that `repro`
+  // judges its replay against the same losses.
   int64_t loss_reference_run = 0;
   // Every trial in the order it ran: its phase, run, verdict, cost and whether the cache served
   // it; stored with the search so `faultline report` can draw the search as a timeline.

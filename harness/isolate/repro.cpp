@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -80,8 +79,7 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   // A loss regression is a verdict against reference losses: the replay is judged against the
   // same run's.
   if (const int64_t reference = evidence.value("loss_reference_run", int64_t{0}))
-    cache.judge_against(std::make_shared<const std::vector<std::vector<StepRecord>>>(
-        std::vector<std::vector<StepRecord>>{store.steps(reference)}));
+    cache.judge_against(reference);
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);

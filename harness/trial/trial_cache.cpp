@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "common/hash.hpp"
@@ -157,8 +158,9 @@ std::string reference_digest(const std::vector<std::vector<StepRecord>>& referen
   return hex64(hasher.digest());
 }
 
-void TrialCache::judge_against(
-    std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {
+void TrialCache::judge_against(int64_t reference_run) {
+  auto reference = std::make_shared<const std::vector<std::vector<StepRecord>>>(
+      std::vector<std::vector<StepRecord>>{store_.steps(reference_run)});
   reference_ = reference_digest(*reference);
   runner_.judge_against(std::move(reference));
 }

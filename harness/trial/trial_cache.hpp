@@ -54,9 +54,9 @@ class TrialCache {
   std::vector<CachedOutcome> run_all(const std::vector<TrialSpec>& specs, int jobs,
                                      CacheUse use = CacheUse::Reuse);
 
-  // Every later trial is judged against these runs' step records (loss_regression), and cached
-  // apart from the same spec judged without them or against other runs.
-  void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference);
+  // Every later trial is judged against this stored run's step records (loss_regression), and
+  // cached apart from the same spec judged without them or against another run.
+  void judge_against(int64_t reference_run);
 
   int64_t trials_run() const { return trials_run_; }
   int64_t trials_reused() const { return trials_reused_; }

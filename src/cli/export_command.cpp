@@ -17,6 +17,7 @@
 #include "harness/browse/export.hpp"
 #include "harness/browse/run_diff.hpp"
 #include "harness/browse/run_list.hpp"
+#include "harness/isolate/isolate.hpp"
 
 namespace faultline::cli {
 
@@ -48,7 +49,7 @@ std::vector<store::RunInfo> finding_runs(const store::Store& store,
   if (finding.search_id) search = store.get_search(*finding.search_id);
   std::vector<store::RunInfo> runs;
   if (search)
-    for (const auto& entry : json::parse(search->state_json).value("timeline", json::array()))
+    for (const auto& entry : harness::stored_timeline(*search))
       if (auto run = store.get_run(entry.value("run", int64_t{0}))) runs.push_back(*run);
   if (!runs.empty()) return runs;
   const std::string from = search ? search->created_at : finding.created_at;

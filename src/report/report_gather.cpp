@@ -285,8 +285,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
 
   if (info->search_id)
     if (auto search = store.get_search(*info->search_id))
-      report.timeline =
-          timeline_of(store, json::parse(search->state_json).value("timeline", json::array()));
+      report.timeline = timeline_of(store, harness::stored_timeline(*search));
   if (report.timeline.empty())
     report.notes.push_back("the search's trials were not recorded (found by an older faultline)");
 
