@@ -20,7 +20,7 @@ constexpr int64_t kRowBlock = 32;
 
 // Where one head's matrices live inside the [B, T, 3C] and [B, T, C] buffers.
 struct HeadLayout {
-  int64_t time, width, head_dim, n_head;
+  int64_t time, width, head_dim;
   int64_t qkv_offset(int64_t batch, int64_t head, int part) const {
     return batch * time * 3 * width + part * width + head * head_dim;
   }
@@ -41,7 +41,7 @@ struct CausalAttentionFunction : torch::autograd::Function<CausalAttentionFuncti
                                const torch::Tensor& qkv_in, int64_t n_head) {
     auto qkv = qkv_in.contiguous();
     const int64_t batch = qkv.size(0), time = qkv.size(1), width = qkv.size(2) / 3;
-    const HeadLayout layout{time, width, width / n_head, n_head};
+    const HeadLayout layout{time, width, width / n_head};
     const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
     const int64_t ld_qkv = 3 * width;
     const float* base = qkv.data_ptr<float>();
@@ -90,7 +90,7 @@ struct CausalAttentionFunction : torch::autograd::Function<CausalAttentionFuncti
     const auto &qkv = saved[0], &probs = saved[1];
     const int64_t n_head = context->saved_data["n_head"].toInt();
     const int64_t batch = qkv.size(0), time = qkv.size(1), width = qkv.size(2) / 3;
-    const HeadLayout layout{time, width, width / n_head, n_head};
+    const HeadLayout layout{time, width, width / n_head};
     const int64_t hd = layout.head_dim, ld_qkv = 3 * width;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     auto dy = grad_outputs[0].contiguous();

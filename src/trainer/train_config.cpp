@@ -213,21 +213,33 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
            "valid: SEGV, ABRT, or an exit code 0-255 such as \"7\"");
 }
 
+}  // namespace
+
 // train.device and train.cpu_kernels are left out as the BLAS is: a checkpoint moves between
 // devices and kernels, with a warning that the continuation is not bitwise identical.
 // grad_accum and dist.ranks only split the global batch of a step (equal up to the order of
 // the additions): a checkpoint of an N-rank run resumes on one rank with N-fold accumulation.
+const std::vector<std::string>& trajectory_free_keys() {
+  static const std::vector<std::string> keys = {"probe.*",
+                                                "fault.*",
+                                                "train.stop_after",
+                                                "train.log_every",
+                                                "train.checkpoint_every",
+                                                "train.grad_accum",
+                                                "train.device",
+                                                "train.cpu_kernels",
+                                                "dist.ranks",
+                                                "dist.timeout_s"};
+  return keys;
+}
+
+namespace {
+
 std::string trajectory_lines(const std::string& canonical) {
-  static const std::vector<std::string> ignored_prefixes = {"probe.",
-                                                            "fault.",
-                                                            "train.stop_after ",
-                                                            "train.log_every ",
-                                                            "train.checkpoint_every ",
-                                                            "train.grad_accum ",
-                                                            "train.device ",
-                                                            "train.cpu_kernels ",
-                                                            "dist.ranks ",
-                                                            "dist.timeout_s "};
+  // A canonical line is "key value": "probe.*" matches its section's lines, a key its own line.
+  std::vector<std::string> ignored_prefixes;
+  for (const auto& key : trajectory_free_keys())
+    ignored_prefixes.push_back(key.back() == '*' ? key.substr(0, key.size() - 1) : key + " ");
   std::string kept;
   for (const auto& line : split(canonical, '\n')) {
     bool ignored = false;

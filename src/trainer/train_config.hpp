@@ -139,8 +139,8 @@ struct TrainConfig {
   std::string source;     // the file it came from
   std::string canonical;  // resolved config: every key with its value, sorted
   std::string hash;       // hex XXH64 of `canonical`
-  // Hash of the keys that change the training trajectory (not probe.*, fault.*, stop_after,
-  // log_every, checkpoint_every): a checkpoint resumes only into a config with the same one.
+  // Hash of the keys that change the training trajectory (all but trajectory_free_keys()): a
+  // checkpoint resumes only into a config with the same one.
   std::string trajectory_hash;
   std::map<std::string, std::string> origins;  // key → "file.toml:12" or "--set key", as given
 
@@ -168,5 +168,9 @@ const char* to_string(DistBackend backend);
 const char* to_string(DeviceKind device);
 const char* to_string(Precision precision);
 const char* to_string(CpuKernels kernels);
+
+// The keys a resumed checkpoint's config may differ in ("probe.*": a whole section): they are
+// left out of trajectory_hash.
+const std::vector<std::string>& trajectory_free_keys();
 
 }  // namespace faultline::trainer

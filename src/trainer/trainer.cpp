@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
+#include "common/text.hpp"
 #include "probes/inprocess/finite_checks.hpp"
 #include "trainer/batch_loader.hpp"
 #include "trainer/checkpoint.hpp"
@@ -129,15 +130,16 @@ void Trainer::set_up() {
 int64_t Trainer::resume() {
   if (options_.resume_path.empty()) return 1;
   auto meta = load_checkpoint(options_.resume_path, {*params_, *optimizer_});
-  if (meta.trajectory_hash != config_.trajectory_hash)
+  if (meta.trajectory_hash != config_.trajectory_hash) {
+    const auto& free_keys = trajectory_free_keys();
     throw UserError(
         "checkpoint was written by a different training config (trajectory hash " +
             meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
         options_.resume_path,
-        "resume with the config it was written with; only probe.*, fault.*, "
-        "train.stop_after, train.log_every, train.checkpoint_every, "
-        "train.grad_accum, train.device, train.cpu_kernels, dist.ranks and dist.timeout_s "
-        "may differ");
+        "resume with the config it was written with; only " +
+            join(std::vector<std::string>(free_keys.begin(), free_keys.end() - 1), ", ") + " and " +
+            free_keys.back() + " may differ");
+  }
   if (meta.blas != runtime_.blas_summary())
     std::fprintf(stderr,
                  "faultline-train: warning: checkpoint written with BLAS %s, running %s; "
