@@ -277,15 +277,21 @@ def throughput(bench, name, steps, repeats):
             log(f"[{name}] repeat {r + 1}/{repeats}: {label}")
             runs[label].append(programs[label](sets))
     log(f"[{name}] GEMM rate again")
-    both = [(max(a[0], b[0]), max(a[1], b[1])) for a, b in zip(rates, bench.gemm_rates(shapes))]
-    rates, cpu_rates = [r[0] for r in both], [r[1] for r in both]
-    onednn_both = [(max(a[0], b[0]), max(a[1], b[1]))
-                   for a, b in zip(onednn_rates, bench.gemm_rates(shapes, "onednn"))]
-    onednn_rates, onednn_cpu_rates = [r[0] for r in onednn_both], [r[1] for r in onednn_both]
+
+    def best_of_both(before, gemm):  # (wall, CPU-time) lists, each shape's best before and after
+        both = [(max(a[0], b[0]), max(a[1], b[1]))
+                for a, b in zip(before, bench.gemm_rates(shapes, gemm))]
+        return [r[0] for r in both], [r[1] for r in both]
+
+    rates, cpu_rates = best_of_both(rates, "torch")
+    onednn_rates, onednn_cpu_rates = best_of_both(onednn_rates, "onednn")
     weights = [3, 1, 4, 4, vocab / (n_layer * n_embd)]  # per-token flops of each shape, ÷ n_layer·d²
 
     def model_shape_rate(per_shape):  # FLOP-weighted harmonic mean over the model's shapes
         return sum(weights) / sum(w / r for w, r in zip(weights, per_shape[1:]))
+
+    def per_shape_text(per_shape):  # "1024x192x576 105, ..." over the model's shapes
+        return ", ".join(f"{m}x{k}x{n} {r:.0f}" for (m, k, n), r in zip(shapes[1:], per_shape[1:]))
 
     square, model_rate = rates[0], model_shape_rate(rates)
     cpu_square, cpu_model_rate = cpu_rates[0], model_shape_rate(cpu_rates)
@@ -344,13 +350,12 @@ def throughput(bench, name, steps, repeats):
           f" = {flops_per_token / 1e6:.2f} MFLOP")
     print(f"GEMM rate (float32 torch.mm, best of 2×5, {bench.args.threads} thread(s)): "
           f"1024³ {square:.1f} GFLOP/s; model shapes {model_rate:.1f} GFLOP/s ("
-          + ", ".join(f"{m}x{k}x{n} {r:.0f}" for (m, k, n), r in zip(shapes[1:], rates[1:])) + ")")
+          + per_shape_text(rates) + ")")
     print(f"GEMM rate in CPU time: 1024³ {cpu_square:.1f} GFLOP/s; model shapes {cpu_model_rate:.1f} GFLOP/s")
     onednn_square, onednn_model = onednn_rates[0], model_shape_rate(onednn_rates)
     print(f"oneDNN dnnl_sgemm rate (the fused kernels' GEMM): 1024³ {onednn_square:.1f} GFLOP/s; "
           f"model shapes {onednn_model:.1f} GFLOP/s ("
-          + ", ".join(f"{m}x{k}x{n} {r:.0f}" for (m, k, n), r in zip(shapes[1:], onednn_rates[1:]))
-          + f"); in CPU time {onednn_cpu_rates[0]:.1f} / {model_shape_rate(onednn_cpu_rates):.1f}")
+          + per_shape_text(onednn_rates) + f"); in CPU time {onednn_cpu_rates[0]:.1f} / {model_shape_rate(onednn_cpu_rates):.1f}")
     print(f"MFU C++ against the GEMM it calls (oneDNN, model shapes): "
           f"{100 * w['C++'] * flops_per_token / 1e9 / onednn_model:.1f} %")
     for label in programs:

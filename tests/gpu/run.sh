@@ -65,6 +65,12 @@ run_step() {
   tail -n 5 "$out/$name.log" | sed 's/^/   | /'
   return $rc
 }
+finish() {  # finish PHASE: prints the summary so far and exits, 1 when a step failed
+  echo
+  echo "faultline GPU $1: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
+  cat "$out/summary.txt"
+  exit $((failures > 0))
+}
 json_field() {  # json_field FILE KEY: a field of the last JSON line of FILE
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -154,12 +160,7 @@ if [[ $phase != check ]]; then
     done
     declare -p layout build_dir bin train_bin test_bin >"$layout_file"
   fi
-  if [[ $phase == build ]]; then
-    echo
-    echo "faultline GPU build: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
-    cat "$out/summary.txt"
-    exit $((failures > 0))
-  fi
+  [[ $phase == build ]] && finish build
   # `all`: the checks get their own budget from here.
   started=$SECONDS
   budget=${FAULTLINE_GPU_CHECK_S:-330}
@@ -310,8 +311,4 @@ else
   record SKIP "isolate planted NaN: faultline not built ($layout build)"
 fi
 
-# ---- summary
-echo
-echo "faultline GPU checks: $(date -u +%FT%TZ), $((SECONDS - started)) s, torch $torch_version (CUDA $torch_cuda)"
-cat "$out/summary.txt"
-exit $((failures > 0))
+finish checks

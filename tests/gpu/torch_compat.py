@@ -75,9 +75,10 @@ def torch_standard(usr):
 
 
 def compile_jobs(build, usr, config, standard, objdir):
-    jobs = []
+    jobs, compiler = [], "c++"
     for entry in json.loads((build / "compile_commands.json").read_text()):
         args = shlex.split(entry["command"])
+        compiler = args[0]
         is_test = "/tests/unit/trainer/" in entry["file"]
         if not is_test and not any(t in args[args.index("-o") + 1] for t in TORCH_TARGETS):
             continue
@@ -95,7 +96,7 @@ def compile_jobs(build, usr, config, standard, objdir):
         device = next(j for j in jobs if j[0].endswith("/src/trainer/device.cpp"))
         cuda_src = str(ROOT / "src/trainer/cuda_device.cpp")
         jobs.append((cuda_src, device[1], [cuda_src if a == device[0] else a for a in device[2]], False))
-    head = [args[0], "-O0", f"-std=c++{standard}", "-isystem", f"{usr}/include/torch/csrc/api/include",
+    head = [compiler, "-O0", f"-std=c++{standard}", "-isystem", f"{usr}/include/torch/csrc/api/include",
             "-isystem", f"{usr}/include", "-isystem", "/usr/local/cuda/include"]
     head += [f"-D{d}" for d in config["defines"]]
     # Test objects go to a folder of their own: only the trainer's are linked.
