@@ -39,8 +39,13 @@ started=$SECONDS
 budget=${FAULTLINE_GPU_BUILD_S:-420}
 [[ $phase == check ]] && budget=${FAULTLINE_GPU_CHECK_S:-330}
 failures=0
-# A check phase appends to the build phase's summary; a build (or all) starts a new one.
-[[ $phase != check ]] && : >"$out/summary.txt"
+# A build (or all) starts a new summary; a check starts from the last build's, so a check run
+# again replaces the earlier check's lines.
+if [[ $phase == check && -e $out/build-summary.txt ]]; then
+  cp "$out/build-summary.txt" "$out/summary.txt"
+else
+  : >"$out/summary.txt"
+fi
 
 say() { printf '== %s\n' "$*"; }
 record() {  # record STATUS TEXT
@@ -160,6 +165,7 @@ if [[ $phase != check ]]; then
     done
     declare -p layout build_dir bin train_bin test_bin >"$layout_file"
   fi
+  cp "$out/summary.txt" "$out/build-summary.txt"
   [[ $phase == build ]] && finish build
   # `all`: the checks get their own budget from here.
   started=$SECONDS
