@@ -2,15 +2,17 @@
 // of kRowBlock; a block of queries is multiplied only with the keys up to its last row, so the
 // masked upper triangle costs about half as many FLOPs (five-eighths of the square on `small`).
 // Queries, keys and values are read where the fused qkv projection put them, and the heads are
-// written side by side, so no permute or transpose copies are made.
+// written side by side; only forward copies a head's keys, transposed. Each block's softmax
+// (softmax_kernel.hpp) runs right after its scores, while they are in cache.
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <limits>
+#include <vector>
 
 #include "trainer/cpu_gemm.hpp"
 #include "trainer/cpu_kernels.hpp"
 #include "trainer/device.hpp"
+#include "trainer/softmax_kernel.hpp"
 
 namespace faultline::trainer {
 
@@ -29,6 +31,15 @@ struct HeadLayout {
   }
 };
 
+// One head's [time, head_dim] slice (rows ld apart) as a dense [head_dim, time] matrix: products
+// with it as the right operand are then untransposed GEMMs, which oneDNN runs about half again
+// as fast as transposed ones at these sizes.
+void transpose_head(const float* source, int64_t ld, int64_t time, int64_t head_dim,
+                    float* target) {
+  for (int64_t t = 0; t < time; ++t)
+    for (int64_t d = 0; d < head_dim; ++d) target[d * time + t] = source[t * ld + d];
+}
+
 // The rows [begin, end) of each query block, with the keys [0, end) it attends to.
 template <typename Body>
 void for_each_row_block(int64_t time, Body body) {
@@ -45,35 +56,26 @@ struct CausalAttentionFunction : torch::autograd::Function<CausalAttentionFuncti
     const float scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));
     const int64_t ld_qkv = 3 * width;
     const float* base = qkv.data_ptr<float>();
-    auto scores = torch::empty({batch * n_head, time, time}, qkv.options());
-    float* s_data = scores.data_ptr<float>();
-    const float minus_inf = -std::numeric_limits<float>::infinity();
+    // The softmax overwrites the scores in place: this buffer ends as the probabilities.
+    auto probs = torch::empty({batch * n_head, time, time}, qkv.options());
+    float* p_data = probs.data_ptr<float>();
+    auto y = torch::empty({batch, time, width}, qkv.options());
+    float* y_data = y.data_ptr<float>();
 
     at::parallel_for(0, batch * n_head, 1, [&](int64_t first, int64_t last) {
+      std::vector<float> keys_t(layout.head_dim * time);
       for (int64_t bh = first; bh < last; ++bh) {
         const int64_t b = bh / n_head, h = bh % n_head;
         const float* q = base + layout.qkv_offset(b, h, 0);
-        const float* k = base + layout.qkv_offset(b, h, 1);
-        float* s = s_data + bh * time * time;
-        for_each_row_block(time, [&](int64_t begin, int64_t end) {
-          sgemm(end - begin, end, layout.head_dim, scale, {q + begin * ld_qkv, ld_qkv},
-                {k, ld_qkv, Transpose::Yes}, 0.0f, s + begin * time, time);
-          for (int64_t i = begin; i < end; ++i)
-            std::fill(s + i * time + i + 1, s + (i + 1) * time, minus_inf);
-        });
-      }
-    });
-    auto probs = torch::softmax(scores, -1);  // ATen's vectorized softmax; masked entries → 0
-    const float* p_data = probs.data_ptr<float>();
-    auto y = torch::empty({batch, time, width}, qkv.options());
-    float* y_data = y.data_ptr<float>();
-    at::parallel_for(0, batch * n_head, 1, [&](int64_t first, int64_t last) {
-      for (int64_t bh = first; bh < last; ++bh) {
-        const int64_t b = bh / n_head, h = bh % n_head;
         const float* v = base + layout.qkv_offset(b, h, 2);
-        const float* p = p_data + bh * time * time;
+        transpose_head(base + layout.qkv_offset(b, h, 1), ld_qkv, time, layout.head_dim,
+                       keys_t.data());
+        float* p = p_data + bh * time * time;
         float* out = y_data + layout.out_offset(b, h);
         for_each_row_block(time, [&](int64_t begin, int64_t end) {
+          sgemm(end - begin, end, layout.head_dim, scale, {q + begin * ld_qkv, ld_qkv},
+                {keys_t.data(), time}, 0.0f, p + begin * time, time);
+          causal_softmax_rows(p, time, begin, end - begin, time);
           sgemm(end - begin, layout.head_dim, end, 1.0f, {p + begin * time, time}, {v, ld_qkv},
                 0.0f, out + begin * width, width);
         });
@@ -122,14 +124,7 @@ struct CausalAttentionFunction : torch::autograd::Function<CausalAttentionFuncti
           // dP = dY·Vᵀ, then the softmax's backward in place: dS = P ⊙ (dP − Σ P·dP).
           sgemm(rows, end, hd, 1.0f, {dout + begin * width, width}, {v, ld_qkv, Transpose::Yes},
                 0.0f, ds_block, time);
-          for (int64_t i = begin; i < end; ++i) {
-            const float* p_row = p + i * time;
-            float* ds_row = ds + i * time;
-            float dot = 0.0f;
-            for (int64_t j = 0; j <= i; ++j) dot += p_row[j] * ds_row[j];
-            for (int64_t j = 0; j <= i; ++j) ds_row[j] = p_row[j] * (ds_row[j] - dot);
-            std::fill(ds_row + i + 1, ds_row + end, 0.0f);
-          }
+          causal_softmax_backward_rows(p, ds, time, begin, rows, end);
           sgemm(rows, hd, end, scale, {ds_block, time}, {k, ld_qkv}, 0.0f, dq + begin * ld_qkv,
                 ld_qkv);
           sgemm(end, hd, rows, scale, {ds_block, time, Transpose::Yes},

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/simd_path.hpp"
+
 namespace faultline::trainer {
 
 namespace {
@@ -53,24 +55,21 @@ constexpr float kCubic = 0.044715f;
   }
 }
 
-// The same loops compiled for AVX2+FMA, chosen at run time: the binary still runs on CPUs
-// without them, and one machine always takes the same path, so runs stay bitwise repeatable.
-// (GCC 12's target_clones("arch=haswell") left these loops scalar; explicit targets do not.)
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FAULTLINE_HAS_AVX2_PATH 1
-__attribute__((target("avx2,fma"))) void forward_avx2(const float* x, float* y, int64_t count) {
+// The same loops compiled for wider vectors, chosen at run time (simd_path.hpp).
+#ifdef FAULTLINE_SIMD_CLONES
+FAULTLINE_TARGET_AVX2 void forward_avx2(const float* x, float* y, int64_t count) {
   forward_loop(x, y, count);
 }
-__attribute__((target("avx2,fma"))) void backward_avx2(const float* x, const float* dy, float* dx,
-                                                       int64_t count) {
+FAULTLINE_TARGET_AVX512 void forward_avx512(const float* x, float* y, int64_t count) {
+  forward_loop(x, y, count);
+}
+FAULTLINE_TARGET_AVX2 void backward_avx2(const float* x, const float* dy, float* dx,
+                                         int64_t count) {
   backward_loop(x, dy, dx, count);
 }
-bool has_avx2_fma() {
-  static const bool supported = [] {
-    __builtin_cpu_init();  // may run before the compiler's own CPU-detection constructor
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return supported;
+FAULTLINE_TARGET_AVX512 void backward_avx512(const float* x, const float* dy, float* dx,
+                                             int64_t count) {
+  backward_loop(x, dy, dx, count);
 }
 #endif
 
@@ -81,15 +80,17 @@ float fast_tanh(float u) {
 }
 
 void gelu_tanh_forward(const float* x, float* y, int64_t count) {
-#ifdef FAULTLINE_HAS_AVX2_PATH
-  if (has_avx2_fma()) return forward_avx2(x, y, count);
+#ifdef FAULTLINE_SIMD_CLONES
+  if (simd_path() == SimdPath::Avx512) return forward_avx512(x, y, count);
+  if (simd_path() == SimdPath::Avx2) return forward_avx2(x, y, count);
 #endif
   forward_loop(x, y, count);
 }
 
 void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t count) {
-#ifdef FAULTLINE_HAS_AVX2_PATH
-  if (has_avx2_fma()) return backward_avx2(x, dy, dx, count);
+#ifdef FAULTLINE_SIMD_CLONES
+  if (simd_path() == SimdPath::Avx512) return backward_avx512(x, dy, dx, count);
+  if (simd_path() == SimdPath::Avx2) return backward_avx2(x, dy, dx, count);
 #endif
   backward_loop(x, dy, dx, count);
 }

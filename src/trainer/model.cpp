@@ -1,5 +1,6 @@
 // The GPT forward pass. The three attention projections are one matmul, and the linear layers,
-// attention and GELU run the trainer's own CPU kernels (cpu_kernels.hpp, gelu.hpp) unless
+// attention, GELU and LayerNorm run the trainer's own CPU kernels (cpu_kernels.hpp, gelu.hpp,
+// layer_norm.hpp) unless
 // train.cpu_kernels = "aten": fewer, larger ops is where a C++ trainer gains on small models.
 #include "trainer/model.hpp"
 
@@ -7,6 +8,7 @@
 
 #include "trainer/cpu_kernels.hpp"
 #include "trainer/gelu.hpp"
+#include "trainer/layer_norm.hpp"
 
 namespace faultline::trainer {
 
@@ -40,8 +42,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   return linear(hidden, proj->weight, proj->bias, kernels);
 }
 
-BlockImpl::BlockImpl(const ModelConfig& config, int index, CpuKernels kernels)
-    : name("blocks." + std::to_string(index)) {
+BlockImpl::BlockImpl(const ModelConfig& config, int index, CpuKernels kernels_)
+    : name("blocks." + std::to_string(index)), kernels(kernels_) {
   ln_1 =
       register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.n_embd})));
   attn = register_module("attn", Attention(config, name + ".attn", kernels));
@@ -50,11 +52,15 @@ BlockImpl::BlockImpl(const ModelConfig& config, int index, CpuKernels kernels)
   mlp = register_module("mlp", Mlp(config, name + ".mlp", kernels));
 }
 
+torch::Tensor BlockImpl::norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x) const {
+  return layer_norm(x, ln->weight, ln->bias, ln->options.eps(), kernels);
+}
+
 torch::Tensor BlockImpl::forward(torch::Tensor x, const torch::Tensor& mask_bias,
                                  ForwardObserver* observer) {
-  auto h = observe(observer, name + ".ln_1", ln_1(x));
+  auto h = observe(observer, name + ".ln_1", norm(ln_1, x));
   x = x + observe(observer, attn->name, attn(h, mask_bias));
-  h = observe(observer, name + ".ln_2", ln_2(x));
+  h = observe(observer, name + ".ln_2", norm(ln_2, x));
   x = x + observe(observer, mlp->name, mlp(h));
   return observe(observer, name, x);
 }
@@ -84,7 +90,8 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observ
   auto token = observe(observer, "wte", wte(idx));
   auto x = token + observe(observer, "wpe", wpe(positions));
   for (const auto& block : *blocks) x = block->as<Block>()->forward(x, mask_bias, observer);
-  x = observe(observer, "ln_f", ln_f(x));
+  x = observe(observer, "ln_f",
+              layer_norm(x, ln_f->weight, ln_f->bias, ln_f->options.eps(), kernels));
   auto logits = linear(x, head ? head->weight : wte->weight, torch::Tensor(), kernels);
   return observe(observer, "head", logits);
 }

@@ -48,6 +48,10 @@ struct BlockImpl : torch::nn::Module {
   Attention attn{nullptr};
   Mlp mlp{nullptr};
   std::string name;
+  CpuKernels kernels;
+
+ private:
+  torch::Tensor norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x) const;
 };
 TORCH_MODULE(Block);
 
