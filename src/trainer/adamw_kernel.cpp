@@ -26,28 +26,33 @@ constexpr int kLanes = 8;
   return update;
 }
 
-double chunk_step(float* values, const float* grads, float* m, float* v, int64_t begin, int64_t end,
-                  float decay, const AdamWConstants& c) {
-  double lanes[kLanes] = {};
+AdamWSums chunk_step(float* values, const float* grads, float* m, float* v, int64_t begin,
+                     int64_t end, float decay, const AdamWConstants& c) {
+  double update_lanes[kLanes] = {}, value_lanes[kLanes] = {};
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
       const double u = update_one(values[i + l], grads[i + l], m[i + l], v[i + l], decay, c);
-      lanes[l] += u * u;
+      update_lanes[l] += u * u;
+      value_lanes[l] += double(values[i + l]) * values[i + l];
     }
-  double sum = 0;
+  AdamWSums sums;
   for (; i < end; ++i) {
     const double u = update_one(values[i], grads[i], m[i], v[i], decay, c);
-    sum += u * u;
+    sums.update_squares += u * u;
+    sums.value_squares += double(values[i]) * values[i];
   }
-  for (double lane : lanes) sum += lane;
-  return sum;
+  for (int l = 0; l < kLanes; ++l) {
+    sums.update_squares += update_lanes[l];
+    sums.value_squares += value_lanes[l];
+  }
+  return sums;
 }
 
 }  // namespace
 
-double adamw_fused_step(float* values, const float* grads, float* m, float* v, int64_t count,
-                        int64_t decayed, const AdamWConstants& c) {
+AdamWSums adamw_fused_step(float* values, const float* grads, float* m, float* v, int64_t count,
+                           int64_t decayed, const AdamWConstants& c) {
   // Chunks never straddle the decayed/undecayed boundary, so each chunk has one decay factor.
   std::vector<std::pair<int64_t, int64_t>> chunks;
   for (int64_t begin = 0; begin < count;) {
@@ -56,15 +61,18 @@ double adamw_fused_step(float* values, const float* grads, float* m, float* v, i
     chunks.emplace_back(begin, end);
     begin = end;
   }
-  std::vector<double> sums(chunks.size(), 0.0);
+  std::vector<AdamWSums> sums(chunks.size());
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       const auto [begin, end] = chunks[k];
       sums[k] = chunk_step(values, grads, m, v, begin, end, begin < decayed ? c.decay : 0.0f, c);
     }
   });
-  double total = 0;
-  for (double sum : sums) total += sum;
+  AdamWSums total;
+  for (const AdamWSums& sum : sums) {
+    total.update_squares += sum.update_squares;
+    total.value_squares += sum.value_squares;
+  }
   return total;
 }
 

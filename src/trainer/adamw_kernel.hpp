@@ -16,9 +16,14 @@ struct AdamWConstants {
   float decay;      // lr · weight_decay, on indices below `decayed`
 };
 
-// values −= update for indices [0, count), updating m and v; returns Σ update², summed in double
-// over fixed chunks in a fixed order, so it does not depend on the thread count.
-double adamw_fused_step(float* values, const float* grads, float* m, float* v, int64_t count,
-                        int64_t decayed, const AdamWConstants& c);
+struct AdamWSums {
+  double update_squares = 0;  // Σ update²
+  double value_squares = 0;   // Σ value² after the update: the parameter norm, in the same pass
+};
+
+// values −= update for indices [0, count), updating m and v. The sums are taken in double over
+// fixed chunks added in a fixed order, so they do not depend on the thread count.
+AdamWSums adamw_fused_step(float* values, const float* grads, float* m, float* v, int64_t count,
+                           int64_t decayed, const AdamWConstants& c);
 
 }  // namespace faultline::trainer

@@ -1,13 +1,22 @@
 // sgemm over oneDNN (FAULTLINE_ONEDNN) or over LibTorch's mm on tensors that wrap the caller's
-// memory, so both paths read and write the same strided buffers.
+// memory, so both paths read and write the same strided buffers. A linear layer's forward is one
+// oneDNN matmul primitive.
 #include "trainer/cpu_gemm.hpp"
+
+#include "trainer/simd_path.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <unordered_map>
 
 #ifdef FAULTLINE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <mutex>
+#include <tuple>
 #else
 #include <torch/torch.h>
 #endif
@@ -54,6 +63,53 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, ConstMatrix a, ConstMat
                     static_cast<int>(status), m, n, k, a.ld, b.ld, ldc));
 }
 
+namespace {
+
+// One matmul primitive per shape: creating one compiles its kernels (milliseconds), running it
+// takes microseconds, and a trainer runs the same few shapes every step.
+struct LinearPrimitives {
+  using Shape = std::tuple<int64_t, int64_t, int64_t, bool>;  // m, n, k, with bias
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Shape, dnnl::matmul> cache;
+  std::mutex mutex;
+
+  dnnl::matmul& get(const Shape& shape) {
+    auto found = cache.find(shape);
+    if (found != cache.end()) return found->second;
+    const auto [m, n, k, with_bias] = shape;
+    using tag = dnnl::memory::format_tag;
+    const auto f32 = dnnl::memory::data_type::f32;
+    dnnl::memory::desc x({m, k}, f32, tag::ab), y({m, n}, f32, tag::ab);
+    dnnl::memory::desc w({k, n}, f32, tag::ba);  // [n, k] in memory: the logical k × n, transposed
+    auto desc = with_bias ? dnnl::matmul::desc(x, w, dnnl::memory::desc({1, n}, f32, tag::ab), y)
+                          : dnnl::matmul::desc(x, w, y);
+    return cache.emplace(shape, dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine)))
+        .first->second;
+  }
+};
+
+}  // namespace
+
+void linear_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, const float* bias,
+                 float* y) {
+  if (m == 0 || n == 0) return;
+  static LinearPrimitives primitives;
+  std::lock_guard<std::mutex> lock(primitives.mutex);
+  auto& matmul = primitives.get({m, n, k, bias != nullptr});
+  using tag = dnnl::memory::format_tag;
+  const auto f32 = dnnl::memory::data_type::f32;
+  auto wrap = [&](dnnl::memory::dims dims, tag layout, const float* data) {
+    return dnnl::memory({dims, f32, layout}, primitives.engine, const_cast<float*>(data));
+  };
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap({m, k}, tag::ab, x)},
+                                             {DNNL_ARG_WEIGHTS, wrap({k, n}, tag::ba, w)},
+                                             {DNNL_ARG_DST, wrap({m, n}, tag::ab, y)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, wrap({1, n}, tag::ab, bias));
+  matmul.execute(primitives.stream, args);
+  primitives.stream.wait();
+}
+
 std::string sgemm_description() {
   const dnnl_version_t* version = dnnl_version();
   return fmt::format("oneDNN {}.{}.{} ({})", version->major, version->minor, version->patch,
@@ -83,10 +139,24 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, ConstMatrix a, ConstMat
   torch::addmm_out(out, out, wrap(a, m, k), wrap(b, k, n), beta, alpha);
 }
 
+void linear_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, const float* bias,
+                 float* y) {
+  float beta = 0.0f;
+  if (bias) {
+    for (int64_t row = 0; row < m; ++row) std::copy(bias, bias + n, y + row * n);
+    beta = 1.0f;
+  }
+  sgemm(m, n, k, 1.0f, {x, k}, {w, k, Transpose::Yes}, beta, y, n);
+}
+
 std::string sgemm_description() {
   return "LibTorch mm";
 }
 
 #endif
+
+std::string fused_kernels_description() {
+  return sgemm_description() + ", loops " + to_string(simd_path());
+}
 
 }  // namespace faultline::trainer

@@ -22,8 +22,20 @@ struct ConstMatrix {
 void sgemm(int64_t m, int64_t n, int64_t k, float alpha, ConstMatrix a, ConstMatrix b, float beta,
            float* c, int64_t ldc);
 
+// y [m, n] = x [m, k] · wᵀ + bias: a linear layer's forward, with w stored [n, k] as torch's
+// Linear keeps its weight, bias [n] or null, all dense. Over oneDNN it is one matmul primitive
+// (cached per shape) that adds the bias as it writes y: no separate pass fills y with the bias
+// first, and it runs this operand layout faster than sgemm's transposed B.
+void linear_gemm(int64_t m, int64_t n, int64_t k, const float* x, const float* w, const float* bias,
+                 float* y);
+
 // "oneDNN 2.6.3 (avx512_core)" or "LibTorch mm": which implementation sgemm runs, for the start
 // event and checkpoints (loss bits depend on it, as on the BLAS kernel).
 std::string sgemm_description();
+
+// What decides the fused kernels' low bits: the GEMM and the SIMD path of their element-wise
+// loops (simd_path.hpp), e.g. "oneDNN 2.6.3 (avx512_core_bf16), loops avx512". The start
+// event's `gemm`.
+std::string fused_kernels_description();
 
 }  // namespace faultline::trainer

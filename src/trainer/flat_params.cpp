@@ -66,11 +66,14 @@ FlatAdamW::StepStats FlatAdamW::step(double lr, UpdateNorm measure) {
                                    static_cast<float>(options_.eps),
                                    static_cast<float>(lr / bias1),
                                    static_cast<float>(lr * options_.weight_decay)};
-    const double sum_of_squares =
+    const AdamWSums sums =
         adamw_fused_step(values.data_ptr<float>(), grads.data_ptr<float>(),
                          exp_avg_.data_ptr<float>(), exp_avg_sq_.data_ptr<float>(), values.numel(),
                          options_.weight_decay > 0 ? params_.decayed_numel() : 0, constants);
-    if (measure == UpdateNorm::Measure) stats.update_norm = std::sqrt(sum_of_squares);
+    if (measure == UpdateNorm::Measure) {
+      stats.update_norm = std::sqrt(sums.update_squares);
+      stats.param_norm = std::sqrt(sums.value_squares);
+    }
     return stats;
   }
   exp_avg_.lerp_(grads, 1.0 - options_.beta1);

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ class FlatAdamW {
   enum class UpdateNorm { Measure, Skip };
   struct StepStats {
     double update_norm = 0;  // ‖Δθ‖ of this step (0 when skipped)
+    // ‖θ‖ after the step, when the fused update measured it in its pass over θ (Measure only).
+    std::optional<double> param_norm;
   };
   StepStats step(double lr, UpdateNorm measure = UpdateNorm::Measure);
 

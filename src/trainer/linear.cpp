@@ -1,5 +1,6 @@
-// The linear layers' forward and backward as three sgemm calls (cpu_gemm.hpp): y = x·Wᵀ + b,
-// dx = dy·W, dW = dyᵀ·x, plus db = Σ dy. Same function as torch's linear, with oneDNN's GEMM.
+// The linear layers' forward and backward as three products (cpu_gemm.hpp): y = x·Wᵀ + b in one
+// matmul with its bias, dx = dy·W and dW = dyᵀ·x as sgemm calls, plus db = Σ dy. Same function
+// as torch's linear, with oneDNN's GEMM.
 
 #include "trainer/cpu_gemm.hpp"
 #include "trainer/cpu_kernels.hpp"
@@ -16,13 +17,9 @@ torch::Tensor linear_forward(torch::autograd::AutogradContext* context, const to
   auto w = weight.contiguous();
   const int64_t rows = x2.size(0);
   auto y = torch::empty({rows, out}, x.options());
-  float beta = 0.0f;
-  if (bias) {
-    y.copy_(bias->expand({rows, out}));
-    beta = 1.0f;
-  }
-  sgemm(rows, out, in, 1.0f, {x2.data_ptr<float>(), in}, {w.data_ptr<float>(), in, Transpose::Yes},
-        beta, y.data_ptr<float>(), out);
+  const auto b = bias ? bias->contiguous() : torch::Tensor();
+  linear_gemm(rows, out, in, x2.data_ptr<float>(), w.data_ptr<float>(),
+              bias ? b.data_ptr<float>() : nullptr, y.data_ptr<float>());
   context->save_for_backward({x2, w});
   auto sizes = x.sizes().vec();
   sizes.back() = out;

@@ -46,7 +46,8 @@ std::string version_text() {
   const faultline::trainer::RuntimeInfo runtime = faultline::trainer::describe_runtime();
   return std::string("faultline-train ") + FAULTLINE_VERSION + " (commit " + FAULTLINE_GIT_COMMIT +
          ")\nlibtorch " + runtime.torch_version + "\nblas " + runtime.blas_description() +
-         "\ngemm " + faultline::trainer::sgemm_description() + " (train.cpu_kernels = \"fused\")";
+         "\ngemm " + faultline::trainer::fused_kernels_description() +
+         " (train.cpu_kernels = \"fused\")";
 }
 
 }  // namespace

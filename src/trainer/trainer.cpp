@@ -105,9 +105,10 @@ void Trainer::set_up() {
   faults_.validate(model_->module_names());
   params_ = std::make_unique<FlatParams>(*model_, device_);
   // The layers' fused GEMMs run where the kernels apply to the parameters and autocast is off.
+  // Both the GEMM and the element-wise loops' SIMD path decide the low bits.
   if (fused_kernels_apply(config_.train.cpu_kernels, params_->values()) &&
       config_.train.precision == Precision::Fp32)
-    runtime_.gemm = sgemm_description();
+    runtime_.gemm = fused_kernels_description();
   optimizer_ = std::make_unique<FlatAdamW>(
       *params_, FlatAdamW::Options{config_.optim.beta1, config_.optim.beta2, config_.optim.eps,
                                    config_.optim.weight_decay, config_.train.cpu_kernels});
@@ -264,13 +265,15 @@ TrainExit Trainer::step(int64_t step) {
   // probe.level = "off" drops the cheap probes' extra reductions (the benchmark's baseline); the
   // finiteness check stays, since the gradient norm is computed for clipping anyway.
   const bool cheap_probes = config_.probe.level != ProbeLevel::Off;
-  double update_norm = 0;
+  FlatAdamW::StepStats stats;
   if (finite || !config_.probe.halt_on_nonfinite)
-    update_norm =
-        optimizer_
-            ->step(lr, cheap_probes ? FlatAdamW::UpdateNorm::Measure : FlatAdamW::UpdateNorm::Skip)
-            .update_norm;
-  const double param_norm = cheap_probes ? params_->values().norm().item<double>() : 0.0;
+    stats = optimizer_->step(
+        lr, cheap_probes ? FlatAdamW::UpdateNorm::Measure : FlatAdamW::UpdateNorm::Skip);
+  const double update_norm = stats.update_norm;
+  // The fused update measures ‖θ‖ in its own pass; otherwise it takes one more.
+  double param_norm = 0;
+  if (cheap_probes)
+    param_norm = stats.param_norm ? *stats.param_norm : params_->values().norm().item<double>();
 
   StepRecord record;
   record.step = step;

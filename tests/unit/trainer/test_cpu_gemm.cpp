@@ -1,12 +1,16 @@
 // Tests for src/trainer/cpu_gemm.cpp: sgemm against torch::mm in double for every transpose,
-// on strided sub-matrices; beta = 0 never reads C (NaN there stays out); beta = 1 accumulates.
+// on strided sub-matrices; beta = 0 never reads C (NaN there stays out); beta = 1 accumulates;
+// linear_gemm is a linear layer's forward.
 #include "trainer/cpu_gemm.hpp"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <limits>
+#include <tuple>
+
 #include "common/text.hpp"
+#include "trainer/simd_path.hpp"
 
 namespace faultline::trainer {
 namespace {
@@ -62,9 +66,32 @@ TEST(CpuGemm, NanInAnInputReachesTheOutput) {
   EXPECT_TRUE(c[0].isfinite().all().item<bool>());
 }
 
+// A linear layer's forward, with and without bias, at two shapes and twice each (the second call
+// of a shape runs the cached primitive); a NaN in one row of x stays in that row of y.
+TEST(CpuGemm, LinearGemmIsXTimesWTransposedPlusBias) {
+  torch::manual_seed(5);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 29, 53}, {64, 48, 16}})
+    for (bool with_bias : {true, false})
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        auto x = torch::randn({m, k}), w = torch::randn({n, k}), bias = torch::randn({n});
+        x[3][1] = std::numeric_limits<float>::quiet_NaN();
+        auto y = torch::full({m, n}, 7.0f);
+        linear_gemm(m, n, k, x.data_ptr<float>(), w.data_ptr<float>(),
+                    with_bias ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>());
+        auto exact = torch::mm(x.to(torch::kDouble), w.to(torch::kDouble).t());
+        if (with_bias) exact += bias.to(torch::kDouble);
+        auto finite = torch::ones({m}, torch::kBool);
+        finite[3] = false;
+        EXPECT_LT((y.to(torch::kDouble) - exact).index({finite}).abs().max().item<double>(), 1e-4)
+            << m << "x" << n << "x" << k << (with_bias ? " with bias" : "");
+        EXPECT_TRUE(y[3].isnan().all().item<bool>());
+      }
+}
+
 TEST(CpuGemm, DescriptionNamesTheImplementation) {
   const std::string text = sgemm_description();
   EXPECT_TRUE(starts_with(text, "oneDNN ") || text == "LibTorch mm") << text;
+  EXPECT_EQ(fused_kernels_description(), text + ", loops " + to_string(simd_path()));
 }
 
 }  // namespace
