@@ -76,10 +76,19 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
                              ", the evidence of F" + std::to_string(finding.id));
 
   const auto& evidence = fields.at("evidence");
+  const auto kind = detectors::parse_failure_kind(finding.kind);
   // A loss regression is a verdict against reference losses: the replay is judged against the
-  // same run's.
-  if (const int64_t reference = evidence.value("loss_reference_run", int64_t{0}))
+  // same run's. Without one it could only ever "not reproduce", which would be a false answer.
+  const int64_t reference = evidence.value("loss_reference_run", int64_t{0});
+  if (reference)
     cache.judge_against(reference);
+  else if (kind == detectors::FailureKind::LossRegression)
+    throw UserError("F" + std::to_string(finding.id) +
+                        " is a loss regression stored without the run its losses were judged "
+                        "against, so a replay cannot be judged",
+                    "finding F" + std::to_string(finding.id),
+                    "findings stored before the reference was kept cannot be replayed; run the "
+                    "isolate with its --baseline again to store one that can");
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);
@@ -90,7 +99,6 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     if (auto replay = store.get_run(outcome.run_id))
       report.recipe_changed = recipe_change(as_found, replay->config_hash);
   const json expected_step = evidence.value("failure_step", json());
-  const auto kind = detectors::parse_failure_kind(finding.kind);
   for (const auto& failure : outcome.failures) {
     if (failure.kind != kind) continue;
     report.failure_step = failure.step;

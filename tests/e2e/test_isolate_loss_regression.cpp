@@ -1,11 +1,12 @@
 // End-to-end: a setup that fails no detector alone but trains worse than its baseline. With
 // `--baseline`, isolate runs the baseline as the loss reference, reproduces a loss_regression
 // and names the one key of three changed ones that makes it (a far too low learning rate); its
-// repro is judged against the same baseline losses.
+// repro is judged against the same baseline losses, and one stored without them is an error.
 #include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/store.hpp"
 #include "support/cli.hpp"
 
 using namespace faultline::testing;
@@ -51,6 +52,20 @@ TEST(IsolateLossRegression, TheBaselineIsTheReferenceAndDdminNamesTheLearningRat
   ASSERT_EQ(repro.result.exit_code, 0) << repro.result.output;
   EXPECT_EQ(repro.doc.at("reproduced"), true) << repro.doc.dump();
   EXPECT_EQ(repro.doc.at("bitwise_identical"), true) << repro.doc.dump();
+
+  // A finding stored before the reference run was kept cannot be judged: a clear error, not a
+  // "did not reproduce".
+  faultline::store::Store::raw_exec_for_tests(
+      dir + "/faultline.db", fmt::format("UPDATE findings SET fields = json_remove(fields, "
+                                         "'$.evidence.loss_reference_run') WHERE id = {}",
+                                         doc.at("finding_id").get<int64_t>()));
+  auto old = faultline_cli({"repro", finding}, dir, 60);
+  EXPECT_EQ(old.result.exit_code, 2) << old.result.output;
+  EXPECT_THAT(old.result.output,
+              HasSubstr("faultline: error: " + finding +
+                        " is a loss regression stored without the run its losses were judged "
+                        "against, so a replay cannot be judged (finding " +
+                        finding + "); findings stored before"));
 }
 
 TEST(IsolateLossRegression, BisectConfigNamesTheKeyToo) {
