@@ -3,13 +3,9 @@
 // oneDNN matmul primitive.
 #include "trainer/cpu_gemm.hpp"
 
-#include "trainer/simd_path.hpp"
-
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <stdexcept>
-#include <unordered_map>
 
 #ifdef FAULTLINE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -17,9 +13,14 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #else
 #include <torch/torch.h>
+
+#include <algorithm>
 #endif
+
+#include "trainer/simd_path.hpp"
 
 namespace faultline::trainer {
 

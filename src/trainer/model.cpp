@@ -1,7 +1,7 @@
 // The GPT forward pass. The three attention projections are one matmul, and the linear layers,
 // attention, GELU and LayerNorm run the trainer's own CPU kernels (cpu_kernels.hpp, gelu.hpp,
-// layer_norm.hpp) unless
-// train.cpu_kernels = "aten": fewer, larger ops is where a C++ trainer gains on small models.
+// layer_norm.hpp) unless train.cpu_kernels = "aten": fewer, larger ops is where a C++ trainer
+// gains on small models.
 #include "trainer/model.hpp"
 
 #include <cmath>
