@@ -79,18 +79,18 @@ float fast_tanh(float u) {
   return rational_tanh(u);
 }
 
-void gelu_tanh_forward(const float* x, float* y, int64_t count) {
+void gelu_tanh_forward(const float* x, float* y, int64_t count, SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512) return forward_avx512(x, y, count);
-  if (simd_path() == SimdPath::Avx2) return forward_avx2(x, y, count);
+  if (path == SimdPath::Avx512) return forward_avx512(x, y, count);
+  if (path == SimdPath::Avx2) return forward_avx2(x, y, count);
 #endif
   forward_loop(x, y, count);
 }
 
-void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t count) {
+void gelu_tanh_backward(const float* x, const float* dy, float* dx, int64_t count, SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512) return backward_avx512(x, dy, dx, count);
-  if (simd_path() == SimdPath::Avx2) return backward_avx2(x, dy, dx, count);
+  if (path == SimdPath::Avx512) return backward_avx512(x, dy, dx, count);
+  if (path == SimdPath::Avx2) return backward_avx2(x, dy, dx, count);
 #endif
   backward_loop(x, dy, dx, count);
 }

@@ -101,11 +101,11 @@ FAULTLINE_TARGET_AVX512 void backward_avx512(const float* dy, const float* x, co
 
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                         float* mean, float* rstd, int64_t width, float eps, int64_t first,
-                        int64_t count) {
+                        int64_t count, SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512)
+  if (path == SimdPath::Avx512)
     return forward_avx512(x, gamma, beta, y, mean, rstd, width, eps, first, count);
-  if (simd_path() == SimdPath::Avx2)
+  if (path == SimdPath::Avx2)
     return forward_avx2(x, gamma, beta, y, mean, rstd, width, eps, first, count);
 #endif
   forward_rows(x, gamma, beta, y, mean, rstd, width, eps, first, count);
@@ -113,11 +113,11 @@ void layer_norm_forward(const float* x, const float* gamma, const float* beta, f
 
 void layer_norm_backward(const float* dy, const float* x, const float* mean, const float* rstd,
                          const float* gamma, float* dx, float* dgamma, float* dbeta, int64_t width,
-                         int64_t first, int64_t count) {
+                         int64_t first, int64_t count, SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512)
+  if (path == SimdPath::Avx512)
     return backward_avx512(dy, x, mean, rstd, gamma, dx, dgamma, dbeta, width, first, count);
-  if (simd_path() == SimdPath::Avx2)
+  if (path == SimdPath::Avx2)
     return backward_avx2(dy, x, mean, rstd, gamma, dx, dgamma, dbeta, width, first, count);
 #endif
   backward_rows(dy, x, mean, rstd, gamma, dx, dgamma, dbeta, width, first, count);

@@ -18,6 +18,10 @@ SimdPath simd_path() {
   return path;
 }
 
+bool simd_path_supported(SimdPath path) {
+  return static_cast<int>(path) <= static_cast<int>(simd_path());
+}
+
 const char* to_string(SimdPath path) {
   switch (path) {
     case SimdPath::Avx512:

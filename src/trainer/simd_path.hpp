@@ -8,7 +8,10 @@ namespace faultline::trainer {
 
 enum class SimdPath { Generic, Avx2, Avx512 };
 
+// The widest path this CPU supports: the one the kernels run.
 SimdPath simd_path();
+// Whether this CPU can run `path` (every path up to simd_path()); tests run each one.
+bool simd_path_supported(SimdPath path);
 const char* to_string(SimdPath path);
 
 }  // namespace faultline::trainer

@@ -125,20 +125,20 @@ float fast_exp(float x) {
   return exp_vec(lanes::broadcast(x))[0];
 }
 
-void causal_softmax_rows(float* scores, int64_t ld, int64_t first, int64_t count, int64_t zero_to) {
+void causal_softmax_rows(float* scores, int64_t ld, int64_t first, int64_t count, int64_t zero_to,
+                         SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512) return forward_avx512(scores, ld, first, count, zero_to);
-  if (simd_path() == SimdPath::Avx2) return forward_avx2(scores, ld, first, count, zero_to);
+  if (path == SimdPath::Avx512) return forward_avx512(scores, ld, first, count, zero_to);
+  if (path == SimdPath::Avx2) return forward_avx2(scores, ld, first, count, zero_to);
 #endif
   forward_rows(scores, ld, first, count, zero_to);
 }
 
 void causal_softmax_backward_rows(const float* probs, float* grad, int64_t ld, int64_t first,
-                                  int64_t count, int64_t zero_to) {
+                                  int64_t count, int64_t zero_to, SimdPath path) {
 #ifdef FAULTLINE_SIMD_CLONES
-  if (simd_path() == SimdPath::Avx512)
-    return backward_avx512(probs, grad, ld, first, count, zero_to);
-  if (simd_path() == SimdPath::Avx2) return backward_avx2(probs, grad, ld, first, count, zero_to);
+  if (path == SimdPath::Avx512) return backward_avx512(probs, grad, ld, first, count, zero_to);
+  if (path == SimdPath::Avx2) return backward_avx2(probs, grad, ld, first, count, zero_to);
 #endif
   backward_rows(probs, grad, ld, first, count, zero_to);
 }

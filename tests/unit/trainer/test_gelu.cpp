@@ -1,6 +1,7 @@
 // Tests for src/trainer/gelu.cpp and gelu_kernel.cpp: the fused GELU against ATen's tanh GELU,
 // forward and backward; NaN and infinity pass through as ATen's do (the probes rely on it); the
-// result does not depend on the thread count; non-float input falls back to ATen.
+// result does not depend on the thread count; every SIMD path the CPU runs is as accurate;
+// non-float input falls back to ATen.
 #include "trainer/gelu.hpp"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,33 @@ TEST(Gelu, BackwardIsAsCloseToExactAsAtenFloat) {
   EXPECT_LT(ours, 2e-5);
   EXPECT_LT(ours, 8 * aten + 1e-6);
   std::printf("max abs error vs double: ours %.3g, ATen float %.3g\n", ours, aten);
+}
+
+// The same loops compiled for each SIMD path this CPU can run (a CI machine may run another):
+// each is as close to the double-precision GELU and its derivative as the default path's bound,
+// and NaN and infinity pass through every one.
+TEST(GeluKernel, EverySupportedSimdPathIsAsAccurate) {
+  auto x = sample_input(10007);
+  auto upstream = torch::randn({10007});
+  auto leaf = x.to(torch::kDouble).requires_grad_(true);
+  auto exact = torch::gelu(leaf, "tanh");
+  exact.backward(upstream.to(torch::kDouble));
+  for (SimdPath path : {SimdPath::Generic, SimdPath::Avx2, SimdPath::Avx512}) {
+    if (!simd_path_supported(path)) continue;
+    auto y = torch::empty_like(x), dx = torch::empty_like(x);
+    gelu_tanh_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), path);
+    gelu_tanh_backward(x.data_ptr<float>(), upstream.data_ptr<float>(), dx.data_ptr<float>(),
+                       x.numel(), path);
+    EXPECT_LT((y.to(torch::kDouble) - exact.detach()).abs().max().item<double>(), 2e-6)
+        << to_string(path);
+    EXPECT_LT((dx.to(torch::kDouble) - leaf.grad()).abs().max().item<double>(), 2e-5)
+        << to_string(path);
+    const float special[] = {std::nanf(""), std::numeric_limits<float>::infinity()};
+    float out[2];
+    gelu_tanh_forward(special, out, 2, path);
+    EXPECT_TRUE(std::isnan(out[0])) << to_string(path);
+    EXPECT_EQ(out[1], std::numeric_limits<float>::infinity()) << to_string(path);
+  }
 }
 
 TEST(Gelu, NonContiguousInputAndGradientAreHandled) {

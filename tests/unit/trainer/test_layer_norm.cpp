@@ -1,12 +1,16 @@
 // Tests for src/trainer/layer_norm.cpp and layer_norm_kernel.cpp: the fused LayerNorm against
 // ATen's in double, forward and all three gradients, at widths that do and do not fill the last
-// vector; a NaN stays in its row; the result does not depend on the thread count; the fallbacks.
+// vector; every SIMD path the CPU runs agrees; a NaN stays in its row; the result does not depend
+// on the thread count; the fallbacks.
 #include "trainer/layer_norm.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <limits>
+#include <vector>
+
+#include "trainer/layer_norm_kernel.hpp"
 
 namespace faultline::trainer {
 namespace {
@@ -58,6 +62,35 @@ TEST_P(LayerNormWidths, ForwardAndGradientsAreAsCloseToExactAsAten) {
 
 // 1: one partial vector; 8: one full; 13: a full and a partial; 192: as the bundled tiny model.
 INSTANTIATE_TEST_SUITE_P(Widths, LayerNormWidths, ::testing::Values(1, 8, 13, 192));
+
+// The kernel's loops on each SIMD path this CPU can run (a CI machine may run another): every
+// output within float rounding of the default path.
+TEST(LayerNormKernel, EverySupportedSimdPathAgrees) {
+  torch::manual_seed(24);
+  const int64_t rows = 70, width = 13;
+  auto x = torch::randn({rows, width}) * 2 + 0.5, dy = torch::randn({rows, width});
+  auto gamma = torch::randn({width}), beta = torch::randn({width});
+  auto run = [&](SimdPath path) {
+    auto y = torch::empty_like(x), dx = torch::empty_like(x);
+    auto mean = torch::empty({rows}), rstd = torch::empty({rows});
+    auto dgamma = torch::zeros({width}), dbeta = torch::zeros({width});
+    layer_norm_forward(x.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(),
+                       y.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), width,
+                       1e-5f, 0, rows, path);
+    layer_norm_backward(dy.data_ptr<float>(), x.data_ptr<float>(), mean.data_ptr<float>(),
+                        rstd.data_ptr<float>(), gamma.data_ptr<float>(), dx.data_ptr<float>(),
+                        dgamma.data_ptr<float>(), dbeta.data_ptr<float>(), width, 0, rows, path);
+    return std::vector<torch::Tensor>{y, dx, dgamma, dbeta};
+  };
+  const auto reference = run(simd_path());
+  for (SimdPath path : {SimdPath::Generic, SimdPath::Avx2, SimdPath::Avx512}) {
+    if (!simd_path_supported(path)) continue;
+    const auto result = run(path);
+    for (size_t i = 0; i < result.size(); ++i)
+      EXPECT_TRUE(torch::allclose(result[i], reference[i], 1e-5, 1e-5))
+          << to_string(path) << " output " << i;
+  }
+}
 
 TEST(LayerNorm, NanStaysInItsRow) {
   torch::manual_seed(22);

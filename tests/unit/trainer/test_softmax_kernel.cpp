@@ -1,7 +1,7 @@
 // Tests for src/trainer/softmax_kernel.cpp (its use inside attention is tested with the fused
 // attention, test_cpu_kernels.cpp): the exp against std::exp, and the causal softmax rows and
 // their backward against a direct computation in double, with the entries past the diagonal
-// zeroed and a NaN kept to its row.
+// zeroed and a NaN kept to its row; every SIMD path the CPU runs agrees.
 #include "trainer/softmax_kernel.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,32 @@ TEST(SoftmaxKernel, BackwardIsTheSoftmaxJacobianTimesTheGradient) {
     for (int64_t j = 0; j <= i; ++j)
       EXPECT_NEAR(result[i * ld + j], probs[i * ld + j] * (grad[i * ld + j] - dot), 1e-6);
     for (int64_t j = i + 1; j < time; ++j) EXPECT_EQ(result[i * ld + j], 0.0f);
+  }
+}
+
+// Each SIMD path this CPU can run (a CI machine may run another) gives the softmax and its
+// backward to within float rounding of the default path.
+TEST(SoftmaxKernel, EverySupportedSimdPathAgrees) {
+  const int64_t time = 45, ld = 48;
+  const auto scores = sample_scores(time, ld);
+  std::vector<float> grad(time * ld, 0.5f);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = std::sin(0.37f * i);
+  auto run = [&](SimdPath path) {
+    auto probs = scores;
+    causal_softmax_rows(probs.data(), ld, 0, time, time, path);
+    auto result = grad;
+    causal_softmax_backward_rows(probs.data(), result.data(), ld, 0, time, time, path);
+    return std::make_pair(probs, result);
+  };
+  const auto [probs, result] = run(simd_path());
+  for (SimdPath path : {SimdPath::Generic, SimdPath::Avx2, SimdPath::Avx512}) {
+    if (!simd_path_supported(path)) continue;
+    const auto [other_probs, other_result] = run(path);
+    for (int64_t i = 0; i < time; ++i)
+      for (int64_t j = 0; j < time; ++j) {
+        EXPECT_NEAR(other_probs[i * ld + j], probs[i * ld + j], 3e-7) << to_string(path);
+        EXPECT_NEAR(other_result[i * ld + j], result[i * ld + j], 1e-6) << to_string(path);
+      }
   }
 }
 
