@@ -27,11 +27,20 @@ typedef int32_t IntVec __attribute__((vector_size(kWidth * sizeof(int32_t))));
   std::memcpy(p, &v, sizeof v);
 }
 
-// The first `count` (< kWidth) floats at p; the other lanes hold `fill`.
-[[gnu::always_inline]] inline Vec load_partial(const float* p, int64_t count, float fill) {
+// The `valid` floats at p (kWidth of them but at a row's end) as a vector; the lanes past
+// `valid` hold `fill`, and nothing past them is read.
+[[gnu::always_inline]] inline Vec load_first(const float* p, int64_t valid, float fill) {
+  if (valid == kWidth) return load(p);
   Vec v;
-  for (int l = 0; l < kWidth; ++l) v[l] = l < count ? p[l] : fill;
+  for (int l = 0; l < kWidth; ++l) v[l] = l < valid ? p[l] : fill;
   return v;
+}
+
+// Calls body(j, valid) for each vector of a row of `count` elements: elements j..j+valid-1,
+// valid = kWidth but in the last.
+template <typename Body>
+[[gnu::always_inline]] inline void for_each_vector(int64_t count, Body body) {
+  for (int64_t j = 0; j < count; j += kWidth) body(j, count - j < kWidth ? count - j : kWidth);
 }
 
 [[gnu::always_inline]] inline float sum(Vec v) {
@@ -45,13 +54,11 @@ typedef int32_t IntVec __attribute__((vector_size(kWidth * sizeof(int32_t))));
 template <typename Term>
 [[gnu::always_inline]] inline float row_sum(int64_t count, Term term) {
   Vec acc = {};
-  int64_t j = 0;
-  for (; j + kWidth <= count; j += kWidth) acc += term(j, kWidth);
-  if (j < count) {
-    Vec tail = term(j, count - j);
-    for (int l = static_cast<int>(count - j); l < kWidth; ++l) tail[l] = 0.0f;
-    acc += tail;
-  }
+  for_each_vector(count, [&](int64_t j, int64_t valid) {
+    Vec part = term(j, valid);
+    for (int l = static_cast<int>(valid); l < kWidth; ++l) part[l] = 0.0f;
+    acc += part;
+  });
   return sum(acc);
 }
 

@@ -15,7 +15,7 @@ using lanes::Vec;
 
 // Elements j..j+valid-1 of a row as a vector (lanes past `valid` are 0).
 [[gnu::always_inline]] inline Vec at(const float* row, int64_t j, int64_t valid) {
-  return valid == lanes::kWidth ? lanes::load(row + j) : lanes::load_partial(row + j, valid, 0.0f);
+  return lanes::load_first(row + j, valid, 0.0f);
 }
 
 [[gnu::always_inline]] inline void forward_rows(const float* x, const float* gamma,

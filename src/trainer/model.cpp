@@ -16,6 +16,10 @@ namespace {
 torch::Tensor observe(ForwardObserver* observer, const std::string& name, torch::Tensor output) {
   return observer ? observer->on_output(name, std::move(output)) : output;
 }
+
+torch::Tensor norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x, CpuKernels kernels) {
+  return layer_norm(x, ln->weight, ln->bias, ln->options.eps(), kernels);
+}
 }  // namespace
 
 AttentionImpl::AttentionImpl(const ModelConfig& config, std::string name_, CpuKernels kernels_)
@@ -52,15 +56,11 @@ BlockImpl::BlockImpl(const ModelConfig& config, int index, CpuKernels kernels_)
   mlp = register_module("mlp", Mlp(config, name + ".mlp", kernels));
 }
 
-torch::Tensor BlockImpl::norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x) const {
-  return layer_norm(x, ln->weight, ln->bias, ln->options.eps(), kernels);
-}
-
 torch::Tensor BlockImpl::forward(torch::Tensor x, const torch::Tensor& mask_bias,
                                  ForwardObserver* observer) {
-  auto h = observe(observer, name + ".ln_1", norm(ln_1, x));
+  auto h = observe(observer, name + ".ln_1", norm(ln_1, x, kernels));
   x = x + observe(observer, attn->name, attn(h, mask_bias));
-  h = observe(observer, name + ".ln_2", norm(ln_2, x));
+  h = observe(observer, name + ".ln_2", norm(ln_2, x, kernels));
   x = x + observe(observer, mlp->name, mlp(h));
   return observe(observer, name, x);
 }
@@ -90,8 +90,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx, ForwardObserver* observ
   auto token = observe(observer, "wte", wte(idx));
   auto x = token + observe(observer, "wpe", wpe(positions));
   for (const auto& block : *blocks) x = block->as<Block>()->forward(x, mask_bias, observer);
-  x = observe(observer, "ln_f",
-              layer_norm(x, ln_f->weight, ln_f->bias, ln_f->options.eps(), kernels));
+  x = observe(observer, "ln_f", norm(ln_f, x, kernels));
   auto logits = linear(x, head ? head->weight : wte->weight, torch::Tensor(), kernels);
   return observe(observer, "head", logits);
 }

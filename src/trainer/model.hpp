@@ -49,9 +49,6 @@ struct BlockImpl : torch::nn::Module {
   Mlp mlp{nullptr};
   std::string name;
   CpuKernels kernels;
-
- private:
-  torch::Tensor norm(const torch::nn::LayerNorm& ln, const torch::Tensor& x) const;
 };
 TORCH_MODULE(Block);
 

@@ -42,21 +42,9 @@ using lanes::Vec;
   return p * (Vec)exponent;
 }
 
-// Elements j..j+valid-1 of a row as a vector; lanes past `valid` hold `fill`.
-[[gnu::always_inline]] inline Vec at(const float* row, int64_t j, int64_t valid, float fill) {
-  return valid == lanes::kWidth ? lanes::load(row + j) : lanes::load_partial(row + j, valid, fill);
-}
-
 [[gnu::always_inline]] inline void store_first(float* row, int64_t j, int64_t valid, Vec v) {
   if (valid == lanes::kWidth) return lanes::store(row + j, v);
   for (int l = 0; l < valid; ++l) row[j + l] = v[l];
-}
-
-// Calls body(j, valid) for each vector of a row of `count` elements.
-template <typename Body>
-[[gnu::always_inline]] inline void for_each_vector(int64_t count, Body body) {
-  for (int64_t j = 0; j < count; j += lanes::kWidth)
-    body(j, std::min<int64_t>(lanes::kWidth, count - j));
 }
 
 [[gnu::always_inline]] inline void forward_rows(float* scores, int64_t ld, int64_t first,
@@ -67,16 +55,16 @@ template <typename Body>
     // NaN never wins a comparison, so a NaN row keeps a finite maximum; exp(NaN − max) then
     // carries the NaN into the sum and every entry.
     Vec best = lanes::broadcast(-INFINITY);
-    for_each_vector(kept, [&](int64_t j, int64_t valid) {
-      const Vec v = at(row, j, valid, -INFINITY);
+    lanes::for_each_vector(kept, [&](int64_t j, int64_t valid) {
+      const Vec v = lanes::load_first(row + j, valid, -INFINITY);
       best = v > best ? v : best;
     });
     float max = best[0];
     for (int l = 1; l < lanes::kWidth; ++l) max = best[l] > max ? best[l] : max;
     // exp(−inf − max) is exactly 0, so the padding lanes add nothing.
     Vec total = {};
-    for_each_vector(kept, [&](int64_t j, int64_t valid) {
-      const Vec e = exp_vec(at(row, j, valid, -INFINITY) - max);
+    lanes::for_each_vector(kept, [&](int64_t j, int64_t valid) {
+      const Vec e = exp_vec(lanes::load_first(row + j, valid, -INFINITY) - max);
       store_first(row, j, valid, e);
       total += e;
     });
@@ -92,8 +80,9 @@ template <typename Body>
     const float* p = probs + i * ld;
     float* g = grad + i * ld;
     const int64_t kept = i + 1;
-    const float dot = lanes::row_sum(
-        kept, [&](int64_t j, int64_t valid) { return at(p, j, valid, 0) * at(g, j, valid, 0); });
+    const float dot = lanes::row_sum(kept, [&](int64_t j, int64_t valid) {
+      return lanes::load_first(p + j, valid, 0) * lanes::load_first(g + j, valid, 0);
+    });
     for (int64_t j = 0; j < kept; ++j) g[j] = p[j] * (g[j] - dot);
     if (zero_to > kept) std::fill(g + kept, g + zero_to, 0.0f);
   }
