@@ -2,10 +2,27 @@
 // stored records, its checkpoints from its events; the failure is replayed from the last
 // checkpoint before it, so confirming it costs one checkpoint interval, not the whole run.
 #include "harness/isolate/isolate_phases.hpp"
+#include "harness/trial/import_run.hpp"
 #include "harness/trial/run_facts.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness::isolate {
+
+namespace {
+
+void check_launchable_config(const store::RunInfo& run) {
+  if (is_launchable_config(run)) return;
+  const std::string dir = run.parent.rfind("import:", 0) == 0 ? run.parent.substr(7) : "DIR";
+  throw UserError("run " + std::to_string(run.id) +
+                      " cannot be launched again: it was imported without a recipe, and its "
+                      "trainer is not faultline-train (its stored config is the trainer's own)",
+                  "--run",
+                  "import it again with its recipe: `faultline import " + dir +
+                      " -c RECIPE` (a recipe whose [trainer] section runs your script, "
+                      "docs/external-trainers.md)");
+}
+
+}  // namespace
 
 Evidence load_evidence(Context& context, int64_t run_id) {
   auto& store = context.store;
@@ -26,6 +43,7 @@ Evidence load_evidence(Context& context, int64_t run_id) {
         "--run",
         "choose a failing run, or a passing multi-rank one to check its ranks: `faultline "
         "runs` shows verdicts");
+  check_launchable_config(*run);
   Evidence evidence;
   evidence.run_id = run->id;
   evidence.spec.config_path =

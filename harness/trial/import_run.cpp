@@ -3,6 +3,7 @@
 #include "harness/trial/import_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "harness/trial/import_recipe.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "trainer/train_config.hpp"
@@ -110,8 +112,12 @@ RankFile read_rank(const fs::path& dir, int rank) {
 }
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
-std::optional<trainer::TrainConfig> bundled_config(const std::string& text,
+// faultline-train's start event carries its config as TOML text; another trainer's is a JSON
+// object (stored as its text) or absent.
+std::optional<trainer::TrainConfig> bundled_config(const json& start, const std::string& text,
                                                    const std::string& source) {
+  if (!start.contains("config") || !start["config"].is_string() || text.empty())
+    return std::nullopt;
   try {
     return trainer::parse_train_config(text, source, {});
   } catch (const UserError&) {
@@ -119,7 +125,70 @@ std::optional<trainer::TrainConfig> bundled_config(const std::string& text,
   }
 }
 
+// What ran the run, as its start event tells: e.g. "python train.py --steps 200".
+std::string trainer_of(const json& start) {
+  std::vector<std::string> words;
+  if (start.contains("trainer") && start["trainer"].is_string())
+    words.push_back(start["trainer"].get<std::string>());
+  if (start.contains("command") && start["command"].is_array())
+    for (const auto& part : start["command"])
+      if (part.is_string()) words.push_back(part.get<std::string>());
+  return words.empty() ? "a trainer that does not name itself"
+                       : fmt::format("{}", fmt::join(words, " "));
+}
+
+// -c RECIPE: it must be a command trainer's recipe that describes the run, key by key.
+void use_recipe(const contract::Recipe& recipe, const json& start, const fs::path& dir,
+                int64_t last_step, store::RunInfo& info) {
+  if (!recipe.command)
+    throw UserError("the recipe has no [trainer] section", recipe.source,
+                    "-c names the recipe of your own trainer (docs/external-trainers.md); a "
+                    "faultline-train run carries its config in its start event: import it "
+                    "without -c");
+  const auto mismatches = recipe_mismatches(*recipe.command, start);
+  if (!mismatches.empty()) {
+    std::vector<std::string> lines;
+    for (const auto& m : mismatches)
+      lines.push_back(fmt::format("{} = {} is passed as {}, but the run had {} ({})", m.key,
+                                  m.recipe_value.empty() ? "\"\"" : m.recipe_value, m.flag,
+                                  m.run_value.empty() ? "\"\"" : m.run_value, m.seen_in));
+    throw UserError(fmt::format("the recipe does not describe the run in {}: {}", dir.string(),
+                                fmt::join(lines, "; ")),
+                    recipe.source,
+                    "add " + mismatch_overrides(mismatches) +
+                        " (or change the recipe) so that a replay runs what the run ran");
+  }
+  if (recipe.steps < last_step)
+    throw UserError(fmt::format("the recipe's run is {} steps long, but the run in {} has records "
+                                "up to step {}",
+                                recipe.steps, dir.string(), last_step),
+                    recipe.source,
+                    fmt::format("set its length: --set {}=<the run's steps>",
+                                recipe.command->trainer.steps_key));
+  info.config = recipe.canonical;
+  info.config_hash = recipe.hash;
+  info.config_path = recipe.source;
+  info.steps = recipe.steps;
+  info.data_fraction = recipe.data_fraction;
+}
+
 }  // namespace
+
+const char* to_string(ImportedConfig config) {
+  switch (config) {
+    case ImportedConfig::Bundled:
+      return "bundled";
+    case ImportedConfig::Recipe:
+      return "recipe";
+    case ImportedConfig::Foreign:
+      return "foreign";
+  }
+  return "foreign";
+}
+
+bool is_launchable_config(const store::RunInfo& run) {
+  return run.launcher != "import" || (!run.config.empty() && run.config.front() != '{');
+}
 
 ImportResult import_run(store::Store& store, const ImportRequest& request) {
   const fs::path dir = fs::absolute(request.dir);
@@ -146,17 +215,28 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.parent = "import:" + dir.string();
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
-  const auto config = bundled_config(info.config, files[0].path);
+  const auto config = bundled_config(start, info.config, files[0].path);
   for (const auto& file : files) result.last_step = std::max(result.last_step, file.last_step);
   info.steps = result.last_step;
+  result.trainer = trainer_of(start);
+  int64_t warmup_steps = 0;
+  if (config && request.recipe)
+    throw UserError("the run is faultline-train's and carries its own config", dir.string(),
+                    "import it without -c (-c names the recipe of your own trainer's run)");
   if (config) {
     info.steps = config->train.stop_after > 0
                      ? std::min(config->train.stop_after, config->train.steps)
                      : config->train.steps;
     info.data_fraction = config->data.fraction;
+    warmup_steps = config->schedule.warmup_steps;
+  } else if (request.recipe) {
+    use_recipe(*request.recipe, start, dir, result.last_step, info);
+    warmup_steps = request.recipe->warmup_steps;
+    result.config = ImportedConfig::Recipe;
+  } else {
+    result.config = ImportedConfig::Foreign;
   }
-  detectors::RunJudge judge(
-      request.thresholds, detectors::RunContext{ranks, config ? config->schedule.warmup_steps : 0});
+  detectors::RunJudge judge(request.thresholds, detectors::RunContext{ranks, warmup_steps});
 
   store.in_transaction([&] {
     result.run_id = store.create_run(info);

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/contract/recipe.hpp"
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/thresholds.hpp"
 #include "store/store.hpp"
@@ -19,18 +21,35 @@ struct ImportRequest {
   int ranks = 0;    // 0: as many as there are metrics files (rank 0 upwards)
   detectors::Thresholds thresholds;
   std::vector<std::string> argv;  // the command that imported it, stored as the run's argv
+  // -c: the recipe of the user's own trainer that the run was started from (with its --set).
+  // It becomes the run's config, so that `isolate --run` can launch that trainer again.
+  std::optional<contract::Recipe> recipe;
 };
+
+// Where an imported run's config, the one `isolate --run` relaunches, comes from.
+enum class ImportedConfig {
+  Bundled,  // faultline-train's own, from the start event
+  Recipe,   // the command recipe given with -c
+  Foreign,  // another trainer's config, and no recipe: stored and judged, not relaunchable
+};
+const char* to_string(ImportedConfig config);
 
 struct ImportResult {
   int64_t run_id = 0;
   int ranks = 0;
   int64_t last_step = 0;
   int64_t checkpoints = 0;  // checkpoint events whose files were found
+  ImportedConfig config = ImportedConfig::Bundled;
+  std::string trainer;  // what the start event says ran it (e.g. "python train.py")
   Verdict verdict = Verdict::Pass;
   std::vector<detectors::Failure> failures;
   std::vector<MalformedLines> malformed;
 };
 
 ImportResult import_run(store::Store& store, const ImportRequest& request);
+
+// Whether faultline can launch a stored run again: false for one imported without a recipe whose
+// trainer is not faultline-train (its stored config is that trainer's own JSON, or none).
+bool is_launchable_config(const store::RunInfo& run);
 
 }  // namespace faultline::harness

@@ -143,6 +143,8 @@ class MetricsWriter:
             path = _metrics_path(os.environ.get("FAULTLINE_METRICS"), self.rank)
         self.path = path or None
         self._start = time.monotonic()
+        if self.path:  # a job script may name a run directory that does not exist yet
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self._file = open(self.path, mode, encoding="utf-8") if self.path else None
 
     @property

@@ -9,6 +9,8 @@
 
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
+#include "common/error.hpp"
+#include "harness/contract/recipe.hpp"
 #include "harness/trial/import_run.hpp"
 #include "harness/trial/trial_cache.hpp"
 #include "probes/detectors/thresholds.hpp"
@@ -23,7 +25,22 @@ struct ImportArgs {
   RunContextOptions& context = shared_context();
   std::string dir;
   int ranks = 0;
+  std::string config;  // -c: the recipe of the user's own trainer that ran it
+  std::vector<std::string> overrides;
+  std::vector<std::string> option_names;
 };
+
+// A run of another trainer, imported without its recipe: faultline cannot launch it again.
+void print_foreign_note(const harness::ImportResult& result, const std::string& dir) {
+  fmt::print(
+      "  note: its trainer ({}) is not faultline-train, and no recipe was given: the run was "
+      "judged without its warm-up, and `isolate --run` cannot launch it again\n",
+      result.trainer);
+  fmt::print(
+      "  next: faultline import {} -c RECIPE   (RECIPE: your trainer's recipe, "
+      "docs/external-trainers.md)\n",
+      dir);
+}
 
 int run_import(const ImportArgs& args) {
   harness::ImportRequest request;
@@ -34,6 +51,15 @@ int run_import(const ImportArgs& args) {
   request.argv = {"faultline", "import", args.dir};
   if (args.ranks > 0)
     request.argv.insert(request.argv.end(), {"--ranks", std::to_string(args.ranks)});
+  if (!args.config.empty()) {
+    const std::string recipe = resolve_train_recipe(args.config);
+    request.recipe = harness::contract::load_recipe(recipe, args.overrides, args.option_names);
+    request.argv.insert(request.argv.end(), {"-c", recipe});
+    for (const auto& set : args.overrides) request.argv.insert(request.argv.end(), {"--set", set});
+  } else if (!args.overrides.empty()) {
+    throw UserError("--set without -c", "--set",
+                    "--set changes the keys of the recipe given with -c RECIPE");
+  }
   auto store = open_store(args.context);
   const auto result = harness::import_run(store, request);
 
@@ -43,6 +69,8 @@ int run_import(const ImportArgs& args) {
                             {"ranks", result.ranks},
                             {"last_step", result.last_step},
                             {"checkpoints", result.checkpoints},
+                            {"config", harness::to_string(result.config)},
+                            {"trainer", result.trainer},
                             {"failures", failures_json(result.failures)},
                             {"malformed", result.malformed}}
                            .dump());
@@ -52,7 +80,9 @@ int run_import(const ImportArgs& args) {
                result.checkpoints);
     print_failures(result.failures);
     print_malformed(result.malformed);
-    if (result.verdict == harness::Verdict::Fail)
+    if (result.config == harness::ImportedConfig::Foreign)
+      print_foreign_note(result, args.dir);
+    else if (result.verdict == harness::Verdict::Fail)
       fmt::print("  next: faultline isolate --run {}\n", result.run_id);
   }
   // Importing succeeded whatever the run did: the verdict is in the output, not the exit code.
@@ -69,8 +99,16 @@ void add_import_command(CLI::App& app, int& exit_code) {
       ->required();
   command->add_option("--ranks", args->ranks, "expect this many ranks (default: the files found)")
       ->check(CLI::PositiveNumber);
+  command->add_option("-c,--config", args->config,
+                      "the recipe of your own trainer that the run was started from: isolate "
+                      "--run launches it again from the run's checkpoints");
+  command->add_option("--set", args->overrides,
+                      "a recipe key as the run had it: section.key=value");
   add_context_options(*command);
-  command->callback([args, &exit_code] { exit_code = run_import(*args); });
+  command->callback([args, command, &exit_code] {
+    args->option_names = option_names(*command);
+    exit_code = run_import(*args);
+  });
 }
 
 }  // namespace faultline::cli

@@ -10,6 +10,7 @@
 
 #include "support/cli.hpp"
 #include "support/git_fixture.hpp"
+#include "support/process.hpp"
 #include "trainer/sampler.hpp"
 
 using namespace faultline::testing;
@@ -245,6 +246,63 @@ TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduc
   EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);  // the last checkpoint before it
   // One checkpoint interval, then a one-step replay per half batch.
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+}
+
+// A job that ran train.py without faultline (the helper's variables set by its script, as on a
+// cluster): imported with its recipe, it is isolated from its own checkpoints.
+TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAndIsolated) {
+  const std::string dir = make_temp_dir("ext-import-job");
+  const std::string job = dir + "/job/out";  // the helper makes the folder the job names
+  const auto ran =
+      run_process({{"/usr/bin/python3", kExamples + "/train.py", "--steps", "200", "--nan-step=150",
+                    "--nan-layer", "blocks.0.attn", "--log-every", "0"},
+                   {{"FAULTLINE_METRICS", job + "/metrics.rank0.jsonl"},
+                    {"FAULTLINE_OUT", job},
+                    {"FAULTLINE_CHECKPOINT_EVERY", "50"},
+                    {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"}},
+                   300});
+  ASSERT_EQ(ran.exit_code, 3) << ran.output;  // halted on the NaN
+
+  // Without its recipe: stored and judged, but faultline cannot launch the script again.
+  auto bare = faultline_cli({"import", job}, dir);
+  ASSERT_EQ(bare.result.exit_code, 0) << bare.result.output;
+  EXPECT_THAT(bare.result.output, HasSubstr("is not faultline-train, and no recipe was given"));
+  EXPECT_THAT(bare.result.output, HasSubstr("next: faultline import " + job + " -c RECIPE"));
+  auto refused = faultline_cli({"isolate", "--run", "1"}, dir);
+  EXPECT_EQ(refused.result.exit_code, 2) << refused.result.output;
+  EXPECT_THAT(refused.result.output,
+              HasSubstr("run 1 cannot be launched again: it was imported without a recipe"));
+
+  // The recipe as it is does not describe the run: every differing key is named at once.
+  auto wrong = faultline_cli({"import", job, "-c", kHelper}, dir);
+  EXPECT_EQ(wrong.result.exit_code, 2) << wrong.result.output;
+  EXPECT_THAT(wrong.result.output,
+              HasSubstr("train.steps = 100 is passed as --steps, but the run had 200"));
+  EXPECT_THAT(wrong.result.output, HasSubstr("fault.nan_step = 0 is passed as --nan-step, but "
+                                             "the run had 150"));  // from --nan-step=150
+  EXPECT_THAT(wrong.result.output, HasSubstr("--set train.steps=200 --set fault.nan_step=150 --set "
+                                             "fault.nan_layer=blocks.0.attn"));
+
+  auto imported = faultline_cli(
+      with_sets({"import", job, "-c", kHelper, "--json"},
+                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"}),
+      dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("config"), "recipe");
+  // Judged with the recipe's warm-up: the LR rising over steps 1..10 is no anomaly.
+  EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
+  const std::string run = std::to_string(imported.doc.at("run_id").get<int64_t>());
+  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 150);
+  EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
   std::string finding = "F";
   finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
