@@ -272,6 +272,7 @@ IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateRes
   finding.detail = location.detail;
   finding.min_scale = Scale{};
   finding.min_scale->ranks = location.replica_spec.ranks;
+  finding.min_scale->from_step = location.replica_from;
   finding.min_scale->steps = location.step;
   finding.min_scale->data_fraction = context.trainer.data_fraction(location.replica_spec);
   finding.repro = location.replica_spec;

@@ -163,8 +163,9 @@ struct RankLocation {
   std::vector<int> ranks;  // the odd ranks out
   std::string host;        // the host to blame ("" when not one host, or not host-tied)
   std::string detail;
-  nlohmann::json evidence;  // the per-rank table, the tolerance and the measured floor
-  TrialSpec replica_spec;   // the minimal reproduction: the replica check
+  nlohmann::json evidence;   // the per-rank table, the tolerance and the measured floor
+  TrialSpec replica_spec;    // the minimal reproduction: the replica check
+  int64_t replica_from = 0;  // the step of the checkpoint it resumes from (0: step 0)
   Outcome replica_outcome;
 };
 std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,

@@ -3,6 +3,9 @@
 // part, every rank is fed the same batch from the state before the step (a replica check) and
 // compared with a 1-rank replay of that batch. Spare host labels then tell a bad host from a bad
 // rank: ddmin over the hosts taking part, healthy spares standing in for the others.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -188,6 +191,7 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
     location = RankLocation{};
     location.step = divergence->step;
     location.replica_spec = check->replica(failing_hosts);
+    location.replica_from = check->from_step();
     location.replica_outcome = context.run(location.replica_spec);
     require_ran(location.replica_outcome, "the replica check");
     reference = context.run(check->reference(location.replica_outcome));
@@ -281,14 +285,11 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
                        {"one_rank_run", alone_run},
                        {"reference_run", reference.run_id},
                        {"replica_run", location.replica_outcome.run_id}};
-  std::string who;
-  for (int rank : location.ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
-  location.detail = "step " + std::to_string(location.step) +
-                    "'s update differs from a 1-rank replay (distance " +
-                    json(divergence->distance).dump() + " > " + json(kRankTolerance).dump() +
-                    "); fed the same batch, " + "rank(s) " + who +
-                    " compute different local gradients" +
-                    (location.host.empty() ? "" : " (host " + location.host + ")") + host_note;
+  location.detail = fmt::format(
+      "step {}'s update differs from a 1-rank replay (distance {:.3g} > {:g}); fed the same "
+      "batch, rank(s) {} compute different local gradients{}{}",
+      location.step, divergence->distance, kRankTolerance, fmt::join(location.ranks, ","),
+      location.host.empty() ? "" : " (host " + location.host + ")", host_note);
   return location;
 }
 

@@ -71,6 +71,7 @@ class ReplicaCheck {
   }
 
   int64_t step() const { return step_; }
+  int64_t from_step() const { return from_; }  // the checkpoint its replays start from; 0: none
 
  private:
   TrialSpec replay_spec() const {

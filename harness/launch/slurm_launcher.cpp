@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/resources.hpp"
+#include "common/text.hpp"
 #include "harness/launch/child_process.hpp"
 #include "harness/launch/slurm_commands.hpp"
 #include "harness/launch/subprocess.hpp"
@@ -36,12 +37,6 @@ std::string rank_wrapper() {
     throw InfraError("cannot find faultline-slurm-rank beside " + executable_dir().string() +
                      " (set FAULTLINE_SLURM_RANK)");
   return beside.string();
-}
-
-std::string quote(const std::string& word) {
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 // The shape of the step: --ntasks, --nodes, --ntasks-per-node.
@@ -137,7 +132,7 @@ class SlurmTrial : public RunningTrial {
     {
       std::ofstream out(script);
       out << "#!/bin/sh\n# The Slurm job of one faultline trial: one step, its ranks.\nexec";
-      for (const auto& word : srun) out << " " << quote(word);
+      for (const auto& word : srun) out << " " << shell_word(word);
       out << "\n";
     }
     std::vector<std::string> sbatch = {"sbatch", "--parsable", "--job-name=" + name_,

@@ -1,7 +1,7 @@
 // Findings on screen and as JSON; `faultline findings` and `faultline repro`.
 #include "cli/finding_report.hpp"
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -10,6 +10,7 @@
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/isolate/repro.hpp"
 #include "harness/launch/local_launcher.hpp"
 
@@ -43,6 +44,12 @@ std::string text_of(const json& value) {
   if (value.is_string()) return value.get<std::string>();
   return value.dump();
 }
+
+// A measured number as a person reads it (`spec`: fmt's), "-" when there is none.
+std::string number_text(const json& value, const char* spec) {
+  if (!value.is_number()) return text_of(value);
+  return fmt::format(fmt::runtime(spec), value.get<double>());
+}
 }  // namespace
 
 void print_finding(const store::FindingInfo& finding) {
@@ -53,14 +60,17 @@ void print_finding(const store::FindingInfo& finding) {
   fmt::print("\n");
   if (doc.contains("rank_evidence")) {
     for (const auto& row : doc["rank_evidence"])
-      fmt::print("  rank {:>3}  {:<12} {:<7} distance {:<12} step {} ms, data {} ms, comm {} ms\n",
+      fmt::print("  rank {:>3}  {:<12} {:<7} distance {:<9} step {} ms, data {} ms, comm {} ms\n",
                  text_of(row["rank"]), text_of(row["host"]), text_of(row["verdict"]),
-                 text_of(row["distance"]), text_of(row.value("median_step_ms", json())),
-                 text_of(row.value("median_data_ms", json())),
-                 text_of(row.value("median_comm_ms", json())));
+                 number_text(row["distance"], "{:.3g}"),
+                 number_text(row.value("median_step_ms", json()), "{:.2f}"),
+                 number_text(row.value("median_data_ms", json()), "{:.2f}"),
+                 number_text(row.value("median_comm_ms", json()), "{:.2f}"));
   }
-  if (!doc["phase"].is_null() || !doc["where"].is_null())
+  if (!doc["where"].is_null())
     fmt::print("  where:    {} in {}\n", text_of(doc["where"]), text_of(doc["phase"]));
+  else if (!doc["phase"].is_null())
+    fmt::print("  where:    in {}\n", text_of(doc["phase"]));
   fmt::print("  detail:   {}\n", text_of(doc["detail"]));
   if (!doc["samples"].is_null())
     fmt::print("  samples:  {} (shards {})\n", text_of(doc["samples"]), text_of(doc["shards"]));
@@ -80,9 +90,9 @@ void print_finding(const store::FindingInfo& finding) {
   if (!doc["failing_run"].is_null())
     fmt::print("  run:      from failing run {}\n", text_of(doc["failing_run"]));
   for (const auto& why : doc["skipped"]) fmt::print("  note:     {}\n", text_of(why));
-  std::string command;
-  for (const auto& arg : doc["repro"]) command += (command.empty() ? "" : " ") + text_of(arg);
-  fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, command);
+  std::vector<std::string> argv;
+  for (const auto& arg : doc["repro"]) argv.push_back(text_of(arg));
+  fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, shell_command(argv));
 }
 
 std::optional<int64_t> finding_reference(const std::string& text) {

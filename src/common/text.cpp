@@ -112,4 +112,21 @@ std::vector<std::string> split(std::string_view text, char separator) {
   return parts;
 }
 
+std::string shell_word(std::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
+  });
+  if (plain) return std::string(word);
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const auto& arg : argv) words.push_back(shell_word(arg));
+  return join(words, " ");
+}
+
 }  // namespace faultline

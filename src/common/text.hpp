@@ -27,4 +27,10 @@ std::string trim(std::string_view text);
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::vector<std::string> split(std::string_view text, char separator);
 
+// One argument as a POSIX shell reads it back: as it is when it is plain, else in single quotes
+// (an empty argument is '').
+std::string shell_word(std::string_view word);
+// A command line a person can paste: the arguments as shell words, separated by spaces.
+std::string shell_command(const std::vector<std::string>& argv);
+
 }  // namespace faultline

@@ -205,24 +205,6 @@ std::string finding_verdict(const json& fields) {
 
 }  // namespace
 
-std::string shell_command(const std::vector<std::string>& argv) {
-  std::vector<std::string> words;
-  for (const auto& arg : argv) {
-    const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) ||
-             std::string_view("-_./=:,+@%").find(c) != std::string_view::npos;
-    });
-    if (plain) {
-      words.push_back(arg);
-      continue;
-    }
-    std::string quoted = "'";
-    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    words.push_back(quoted + "'");
-  }
-  return fmt::format("{}", fmt::join(words, " "));
-}
-
 Report gather_finding(const store::Store& store, int64_t finding_id, const GatherOptions& options) {
   const auto info = store.get_finding(finding_id);
   if (!info)

@@ -20,7 +20,4 @@ struct GatherOptions {
 Report gather_finding(const store::Store& store, int64_t finding_id, const GatherOptions& options);
 Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions& options);
 
-// The arguments as one line a POSIX shell reads back as the same arguments.
-std::string shell_command(const std::vector<std::string>& argv);
-
 }  // namespace faultline::report

@@ -132,6 +132,19 @@ TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
   EXPECT_EQ(cli.doc.at("step"), 40);
   EXPECT_EQ(cli.doc.at("rank"), 1);
+
+  // On screen: measured numbers rounded, and a repro line a shell reads back as the same
+  // arguments (the empty --nan-layer is '', not a missing argument).
+  std::string finding = "F";  // appended, not "F" + ...: GCC 12 warns on that (-Wrestrict)
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto shown = faultline_cli({"show", finding}, dir);
+  ASSERT_EQ(shown.result.exit_code, 0) << shown.result.output;
+  EXPECT_THAT(shown.result.output, HasSubstr("--nan-layer '' --poison-sample -1"));
+  EXPECT_THAT(shown.result.output, HasSubstr("  where:    in backward\n"));
+  EXPECT_THAT(
+      shown.result.output,
+      ::testing::ContainsRegex("rank   1  \\S+ +odd +distance [0-9.e-]+ +step [0-9]+\\.[0-9]{2} "
+                               "ms, data [0-9]+\\.[0-9]{2} ms"));
 }
 
 TEST(ExternalTrainer, HelperScriptConfigCulpritIsFoundAgainstABaseline) {

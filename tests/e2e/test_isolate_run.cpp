@@ -284,4 +284,6 @@ TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
   EXPECT_EQ(cli.doc.at("step"), 234);
   EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({1}));
+  // The replica check resumes from the run's last checkpoint before the step, and says so.
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 200) << cli.doc.dump();
 }

@@ -130,10 +130,5 @@ TEST(ReportGather, UnknownIdsAreUserErrors) {
             "no reference named 'nope'");
 }
 
-TEST(ReportGather, ShellCommandQuotesWhatAShellWouldSplit) {
-  EXPECT_EQ(shell_command({"a", "b c", "it's", "--set", "x.y=1", ""}),
-            "a 'b c' 'it'\\''s' --set x.y=1 ''");
-}
-
 }  // namespace
 }  // namespace faultline::report

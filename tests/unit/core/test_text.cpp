@@ -45,6 +45,13 @@ TEST(Text, JoinAndSplitAreInverse) {
   EXPECT_EQ(join(split("x.y.z", '.'), "."), "x.y.z");
 }
 
+TEST(Text, ShellCommandQuotesWhatAShellWouldSplitAndKeepsEmptyArguments) {
+  EXPECT_EQ(shell_command({"a", "b c", "it's", "--set", "x.y=1", ""}),
+            "a 'b c' 'it'\\''s' --set x.y=1 ''");
+  EXPECT_EQ(shell_word("/usr/bin/python3"), "/usr/bin/python3");
+  EXPECT_EQ(shell_word("$HOME"), "'$HOME'");
+}
+
 TEST(Text, OptionNamedByAKeyIsTheOneWhoseWordsAllAppearInIt) {
   const std::vector<std::string> options = {"--db", "--step-timeout", "--ranks", "--steps"};
   EXPECT_EQ(option_named_by("timeout.step_s", options), "--step-timeout");
