@@ -13,10 +13,17 @@ Batches are drawn with replacement from one torch generator seeded by --seed, so
 --stop-after N is an exact prefix of the full run. On a non-finite loss the script prints that
 step's line (`loss nan`), a message on stderr, and exits 1: a naive script dying on NaN.
 
+Its checkpoints are its own, as in nanoGPT: with --ckpt-every N it saves the model, the
+optimizer, the step and both RNG states to <--out>/ckpt_<step>.pt after every N-th step and
+prints `saved checkpoint PATH at step N`; --resume PATH continues from one, bit for bit.
+
     /usr/bin/python3 examples/pytorch/train_log_only.py --steps 100
+    /usr/bin/python3 examples/pytorch/train_log_only.py --steps 100 --out run --ckpt-every 50
+    /usr/bin/python3 examples/pytorch/train_log_only.py --steps 100 --resume run/ckpt_000050.pt
 """
 import argparse
 import math
+import os
 import sys
 
 import torch
@@ -33,9 +40,12 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--stop-after", type=int, default=0, help="stop after this step (0: run all)")
     p.add_argument("--nan-step", type=int, default=0, help="fault: the loss turns NaN here")
+    p.add_argument("--out", default=".", help="where checkpoints go")
+    p.add_argument("--ckpt-every", type=int, default=0, help="save a checkpoint every N steps")
+    p.add_argument("--resume", default="", help="continue from this checkpoint")
     own = p.parse_args(argv)
-    if own.steps < 1 or own.batch_size < 1:
-        p.error("--steps and --batch-size must be at least 1")
+    if own.steps < 1 or own.batch_size < 1 or own.ckpt_every < 0:
+        p.error("--steps and --batch-size must be at least 1, --ckpt-every at least 0")
     args = argparse.Namespace(**{**vars(train.parse_args([])), **vars(own)})
 
     torch.manual_seed(args.seed)
@@ -45,8 +55,16 @@ def main(argv=None):
     optimizer = train.make_optimizer(model, args)
     order = torch.Generator().manual_seed(args.seed)
     last = min(args.steps, args.stop_after) if args.stop_after > 0 else args.steps
+    first = 1
+    if args.resume:
+        state = torch.load(args.resume)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        order.set_state(state["order"])
+        torch.set_rng_state(state["torch_rng"])
+        first = state["step"] + 1
 
-    for step in range(1, last + 1):
+    for step in range(first, last + 1):
         lr = train.lr_at(step, args)
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -63,6 +81,18 @@ def main(argv=None):
         print(f"step {step}/{args.steps} loss {value:.4f} lr {lr:.3e}", flush=True)
         if not math.isfinite(value):
             sys.exit(f"train_log_only.py: loss is {value} at step {step}")
+        if args.ckpt_every and step % args.ckpt_every == 0:
+            save_checkpoint(args.out, step, model, optimizer, order)
+
+
+def save_checkpoint(out, step, model, optimizer, order):
+    os.makedirs(out, exist_ok=True)
+    path = os.path.abspath(os.path.join(out, f"ckpt_{step:06d}.pt"))
+    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "order": order.get_state(), "torch_rng": torch.get_rng_state()}
+    torch.save(state, path + ".tmp")
+    os.replace(path + ".tmp", path)
+    print(f"saved checkpoint {path} at step {step}", flush=True)
 
 
 if __name__ == "__main__":

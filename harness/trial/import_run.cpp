@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "harness/trial/import_files.hpp"
 #include "harness/trial/import_recipe.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "probes/detectors/run_judge.hpp"
@@ -24,92 +25,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct RankFile {
-  std::string path;
-  std::vector<MetricsRecord> records;
-  std::vector<std::pair<std::string, std::string>> malformed;  // line, error
-  std::optional<json> start;
-  bool ended = false;
-  int64_t last_step = 0;
-};
-
-std::string metrics_file(const fs::path& dir, int rank) {
-  return (dir / fmt::format("metrics.rank{}.jsonl", rank)).string();
-}
-
-int count_ranks(const fs::path& dir) {
-  int ranks = 0;
-  while (fs::exists(metrics_file(dir, ranks))) ++ranks;
-  return ranks;
-}
-
-// A checkpoint event's path, relative paths read from the run's directory.
-std::string checkpoint_file(const fs::path& dir, const std::string& path) {
-  return fs::path(path).is_absolute() ? path : (dir / path).string();
-}
-
-RankFile read_rank(const fs::path& dir, int rank) {
-  RankFile file;
-  file.path = metrics_file(dir, rank);
-  std::ifstream in(file.path, std::ios::binary);
-  if (!in)
-    throw UserError("missing metrics file for rank " + std::to_string(rank), file.path,
-                    "an imported run needs metrics.rank<r>.jsonl for every rank 0..N-1");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t begin = 0;
-  int64_t line_number = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    const bool complete = end != std::string::npos;
-    if (!complete) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_number;
-    if (line.empty()) continue;
-    auto parsed = parse_metrics_line(line);
-    if (parsed.status == ParseStatus::UnknownType) continue;
-    if (parsed.status == ParseStatus::Malformed) {
-      if (!complete)
-        throw UserError(fmt::format("metrics file is truncated: its last line ({}) is cut off "
-                                    "mid-record ({})",
-                                    line_number, parsed.error),
-                        file.path,
-                        "copy the whole file once the run has ended, or cut the partial line");
-      file.malformed.emplace_back(line, parsed.error);
-      continue;
-    }
-    const MetricsRecord& record = *parsed.record;
-    if (const auto* step = std::get_if<StepRecord>(&record))
-      file.last_step = std::max(file.last_step, step->step);
-    if (const auto* event = std::get_if<EventRecord>(&record)) {
-      const json fields = json::parse(event->json, nullptr, false);
-      if (event->name == "start" && !file.start) file.start = fields;
-      if (event->name == "end") file.ended = true;
-      if (event->name == "checkpoint" && fields.is_object() && fields.contains("path")) {
-        const std::string path = checkpoint_file(dir, fields["path"].get<std::string>());
-        if (!fs::is_regular_file(path))
-          throw UserError(fmt::format("the checkpoint of step {} that line {} names is missing: {}",
-                                      event->step.value_or(-1), line_number, path),
-                          file.path,
-                          "copy the run's checkpoints along with its metrics (their paths as the "
-                          "events name them, or relative to the directory)");
-        EventRecord resolved = *event;
-        json with_path = fields;
-        with_path["path"] = path;
-        resolved.json = with_path.dump();
-        file.records.push_back(resolved);
-        continue;
-      }
-    }
-    file.records.push_back(record);
-  }
-  if (!file.start)
-    throw UserError("no start event in the metrics file", file.path,
-                    "a run's metrics begin with a start event carrying its config "
-                    "(docs/metrics-protocol.md)");
-  return file;
-}
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
 // faultline-train's start event carries its config as TOML text; another trainer's is a JSON
@@ -140,11 +55,6 @@ std::string trainer_of(const json& start) {
 // -c RECIPE: it must be a command trainer's recipe that describes the run, key by key.
 void use_recipe(const contract::Recipe& recipe, const json& start, const fs::path& dir,
                 int64_t last_step, store::RunInfo& info) {
-  if (!recipe.command)
-    throw UserError("the recipe has no [trainer] section", recipe.source,
-                    "-c names the recipe of your own trainer (docs/external-trainers.md); a "
-                    "faultline-train run carries its config in its start event: import it "
-                    "without -c");
   const auto mismatches = recipe_mismatches(*recipe.command, start);
   if (!mismatches.empty()) {
     std::vector<std::string> lines;
@@ -191,18 +101,27 @@ bool is_launchable_config(const store::RunInfo& run) {
 }
 
 ImportResult import_run(store::Store& store, const ImportRequest& request) {
-  const fs::path dir = fs::absolute(request.dir);
-  if (!fs::is_directory(dir))
-    throw UserError("not a directory", request.dir,
-                    "give the directory that holds the run's metrics.rank<r>.jsonl files");
-  const int ranks = request.ranks > 0 ? request.ranks : count_ranks(dir);
-  if (ranks == 0)
-    throw UserError("no metrics.rank0.jsonl in the directory", dir.string(),
-                    "give the run's output directory (faultline-train --out)");
+  const fs::path given = fs::absolute(request.dir);
+  if (request.recipe && !request.recipe->command)
+    throw UserError("the recipe has no [trainer] section", request.recipe->source,
+                    "-c names the recipe of your own trainer (docs/external-trainers.md); a "
+                    "faultline-train run carries its config in its start event: import it "
+                    "without -c");
+  // A log-only trainer's recipe says how its lines read; every other run has metrics files.
+  std::optional<LogRecords> log;
+  if (request.recipe && request.recipe->command &&
+      request.recipe->command->trainer.records == contract::RecordSource::Log) {
+    const auto& trainer = request.recipe->command->trainer;
+    log = LogRecords::compile(trainer.log_regex, trainer.checkpoint_regex,
+                              " in " + request.recipe->source,
+                              (fs::is_regular_file(given) ? given.parent_path() : given).string());
+  }
+  const RunFiles run_files = find_run_files(request.dir, request.ranks, log ? &*log : nullptr);
+  const int ranks = static_cast<int>(run_files.paths.size());
   std::vector<RankFile> files;
-  for (int rank = 0; rank < ranks; ++rank) files.push_back(read_rank(dir, rank));
+  for (int rank = 0; rank < ranks; ++rank) files.push_back(read_rank_file(run_files, rank));
 
-  const json& start = *files[0].start;
+  const json start = files[0].start.value_or(json::object());
   ImportResult result;
   result.ranks = ranks;
   store::RunInfo info;
@@ -212,7 +131,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.config_path = start.value("config_source", "");
   info.ranks = ranks;
   info.launcher = "import";
-  info.parent = "import:" + dir.string();
+  info.parent = "import:" + given.string();
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
   const auto config = bundled_config(start, info.config, files[0].path);
@@ -221,7 +140,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   result.trainer = trainer_of(start);
   int64_t warmup_steps = 0;
   if (config && request.recipe)
-    throw UserError("the run is faultline-train's and carries its own config", dir.string(),
+    throw UserError("the run is faultline-train's and carries its own config", given.string(),
                     "import it without -c (-c names the recipe of your own trainer's run)");
   if (config) {
     info.steps = config->train.stop_after > 0
@@ -230,7 +149,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     info.data_fraction = config->data.fraction;
     warmup_steps = config->schedule.warmup_steps;
   } else if (request.recipe) {
-    use_recipe(*request.recipe, start, dir, result.last_step, info);
+    use_recipe(*request.recipe, start, given, result.last_step, info);
     warmup_steps = request.recipe->warmup_steps;
     result.config = ImportedConfig::Recipe;
   } else {
@@ -250,13 +169,21 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
       for (const auto& [line, error] : files[rank].malformed) sink.on_malformed(rank, line, error);
     }
     sink.flush();
-    for (int rank = 0; rank < ranks; ++rank)
-      if (!files[rank].ended)
+    for (int rank = 0; rank < ranks; ++rank) {
+      const int64_t last = files[rank].last_step;
+      if (!log && !files[rank].ended)
         result.failures.push_back(
-            {detectors::FailureKind::Crash, files[rank].last_step + 1, rank,
+            {detectors::FailureKind::Crash, last + 1, rank,
              fmt::format("rank {} wrote no end event after step {}: it died (its exit status is "
                          "not part of an imported run)",
-                         rank, files[rank].last_step)});
+                         rank, last)});
+      if (log && last < info.steps)  // a log has no end event: its length says it all
+        result.failures.push_back(
+            {detectors::FailureKind::Crash, last + 1, rank,
+             fmt::format("rank {}'s log ends at step {} of {}: it stopped there (its exit status "
+                         "is not part of an imported log)",
+                         rank, last, info.steps)});
+    }
     for (auto& failure : judge.finish()) result.failures.push_back(failure);
     result.malformed = sink.malformed();
     result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;

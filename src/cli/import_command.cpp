@@ -95,7 +95,10 @@ void add_import_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ImportArgs>();
   auto* command = app.add_subcommand(
       "import", "store a run faultline did not launch (its metrics and checkpoints), judged");
-  command->add_option("dir", args->dir, "the run's directory: metrics.rank<r>.jsonl per rank")
+  command
+      ->add_option("dir", args->dir,
+                   "the run's directory (metrics.rank<r>.jsonl per rank); with a log-only "
+                   "trainer's recipe, its log file or a folder of rank<r>.log")
       ->required();
   command->add_option("--ranks", args->ranks, "expect this many ranks (default: the files found)")
       ->check(CLI::PositiveNumber);

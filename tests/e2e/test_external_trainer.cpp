@@ -324,6 +324,48 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
   EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
 }
 
+// A script that knows nothing about faultline but prints its checkpoints and resumes from one
+// (train_log_only.py --ckpt-every/--resume): its job's log, imported with its recipe, is isolated
+// from the script's own checkpoint before the NaN.
+TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheckpoints) {
+  const std::string dir = make_temp_dir("ext-import-log");
+  const std::string job = dir + "/job";
+  const auto ran = run_process({{"/usr/bin/python3", kExamples + "/train_log_only.py", "--steps",
+                                 "200", "--nan-step", "150", "--out", job, "--ckpt-every", "50"},
+                                {},
+                                300});
+  ASSERT_EQ(ran.exit_code, 1) << ran.output;  // the naive script dies on the NaN
+  std::ofstream(job + "/train.log") << ran.output;
+  const std::string recipe = kExamples + "/log_checkpoints.toml";
+
+  // A log has no argv to check the recipe against, but its length shows.
+  auto short_recipe = faultline_cli({"import", job + "/train.log", "-c", recipe}, dir);
+  EXPECT_EQ(short_recipe.result.exit_code, 2) << short_recipe.result.output;
+  EXPECT_THAT(short_recipe.result.output,
+              HasSubstr("the recipe's run is 100 steps long, but the run in " + job +
+                        "/train.log has records up to step 150"));
+
+  auto imported = faultline_cli(with_sets({"import", job + "/train.log", "-c", recipe, "--json"},
+                                          {"train.steps=200", "fault.nan_step=150"}),
+                                dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("checkpoints"), 2);  // steps 50 and 100: it died at 150
+  const auto kinds = kinds_of(imported.doc.at("failures"));
+  EXPECT_THAT(kinds, ::testing::UnorderedElementsAre("nonfinite", "crash"));  // the log stops
+  const std::string run = std::to_string(imported.doc.at("run_id").get<int64_t>());
+  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nonfinite");
+  EXPECT_EQ(cli.doc.at("step"), 150);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();  // one checkpoint interval
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+}
+
 TEST(ExternalTrainer, ATrainersOwnConfigFileGetsEachTrialsValues) {
   const std::string dir = make_temp_dir("ext-config-file");
   const std::string recipe = kExamples + "/config_file.toml";

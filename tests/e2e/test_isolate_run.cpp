@@ -157,6 +157,16 @@ TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
   EXPECT_EQ(no_dir.result.exit_code, 2);
   EXPECT_THAT(no_dir.result.output, HasSubstr("not a directory"));
 
+  auto a_file = faultline_cli({"import", metrics}, dir);
+  EXPECT_EQ(a_file.result.exit_code, 2);
+  EXPECT_THAT(a_file.result.output, HasSubstr("a file, not a run's directory"));
+  EXPECT_THAT(a_file.result.output, HasSubstr("faultline import LOG -c RECIPE"));
+
+  // -c is for a run of the user's own trainer: faultline-train's carries its config.
+  auto own = faultline_cli({"import", truncated, "-c", kMicro}, dir);
+  EXPECT_EQ(own.result.exit_code, 2) << own.result.output;
+  EXPECT_THAT(own.result.output, HasSubstr("the recipe has no [trainer] section"));
+
   if (fs::exists(dir + "/faultline.db")) {
     EXPECT_TRUE(faultline::store::Store::open(dir + "/faultline.db").list_runs(-1).empty());
   }

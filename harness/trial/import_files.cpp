@@ -1,0 +1,139 @@
+// Reads an imported run's per-rank files line by line: protocol lines as they are, a log's lines
+// through the recipe's regexes (the rest of a log is the trainer's business).
+#include "harness/trial/import_files.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "common/error.hpp"
+
+namespace faultline::harness {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string rank_file(const fs::path& dir, int rank, const LogRecords* log) {
+  return (dir / (log ? fmt::format("rank{}.log", rank) : fmt::format("metrics.rank{}.jsonl", rank)))
+      .string();
+}
+
+// A checkpoint event's path, relative paths read from the run's directory.
+std::string checkpoint_file(const fs::path& dir, const std::string& path) {
+  return fs::path(path).is_absolute() ? path : (dir / path).string();
+}
+
+}  // namespace
+
+RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* log) {
+  RunFiles files;
+  files.log = log;
+  const fs::path path = fs::absolute(given);
+  if (log && fs::is_regular_file(path)) {
+    if (ranks > 1)
+      throw UserError(fmt::format("one log file holds one rank, not {}", ranks), given,
+                      "give a folder of rank<r>.log files for a run of several ranks");
+    files.dir = path.parent_path();
+    files.paths = {path.string()};
+    return files;
+  }
+  if (!log && fs::is_regular_file(path))
+    throw UserError("a file, not a run's directory", given,
+                    "a run's metrics are a folder of metrics.rank<r>.jsonl files; a log-only "
+                    "trainer's log is imported with its recipe: faultline import LOG -c RECIPE "
+                    "(a recipe with trainer.records = \"log\")");
+  if (!fs::is_directory(path))
+    throw UserError(
+        "not a directory", given,
+        log ? "give the job's log file, or a folder that holds rank<r>.log for each rank"
+            : "give the directory that holds the run's metrics.rank<r>.jsonl files");
+  files.dir = path;
+  int count = ranks;
+  if (count <= 0)
+    for (count = 0; fs::exists(rank_file(path, count, log));) ++count;
+  if (count == 0)
+    throw UserError(fmt::format("no {} in the directory",
+                                fs::path(rank_file(path, 0, log)).filename().string()),
+                    path.string(),
+                    log ? "give the job's log file, or a folder of rank<r>.log files"
+                        : "give the run's output directory (faultline-train --out)");
+  for (int rank = 0; rank < count; ++rank) files.paths.push_back(rank_file(path, rank, log));
+  return files;
+}
+
+RankFile read_rank_file(const RunFiles& files, int rank) {
+  RankFile file;
+  file.path = files.paths.at(static_cast<size_t>(rank));
+  const char* what = files.log ? "log" : "metrics file";
+  std::ifstream in(file.path, std::ios::binary);
+  if (!in)
+    throw UserError(fmt::format("missing {} for rank {}", what, rank), file.path,
+                    files.log
+                        ? "an imported log-only run needs rank<r>.log for every rank 0..N-1"
+                        : "an imported run needs metrics.rank<r>.jsonl for every rank 0..N-1");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t begin = 0;
+  int64_t line_number = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    const bool complete = end != std::string::npos;
+    if (!complete) end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_number;
+    if (files.log) {
+      auto translated = files.log->translate(line, rank, 0);
+      if (!translated) continue;
+      line = std::move(*translated);
+    }
+    if (line.empty()) continue;
+    auto parsed = parse_metrics_line(line);
+    if (parsed.status == ParseStatus::UnknownType) continue;
+    if (parsed.status == ParseStatus::Malformed) {
+      if (!complete && !files.log)
+        throw UserError(fmt::format("metrics file is truncated: its last line ({}) is cut off "
+                                    "mid-record ({})",
+                                    line_number, parsed.error),
+                        file.path,
+                        "copy the whole file once the run has ended, or cut the partial line");
+      file.malformed.emplace_back(line, parsed.error);
+      continue;
+    }
+    const MetricsRecord& record = *parsed.record;
+    if (const auto* step = std::get_if<StepRecord>(&record))
+      file.last_step = std::max(file.last_step, step->step);
+    if (const auto* event = std::get_if<EventRecord>(&record)) {
+      const json fields = json::parse(event->json, nullptr, false);
+      if (event->name == "start" && !file.start) file.start = fields;
+      if (event->name == "end") file.ended = true;
+      if (event->name == "checkpoint" && fields.is_object() && fields.contains("path")) {
+        const std::string path = checkpoint_file(files.dir, fields["path"].get<std::string>());
+        if (!fs::is_regular_file(path))
+          throw UserError(fmt::format("the checkpoint of step {} that line {} names is missing: {}",
+                                      event->step.value_or(-1), line_number, path),
+                          file.path,
+                          fmt::format("copy the run's checkpoints along with its {} (their paths "
+                                      "as its lines name them, or relative to its folder)",
+                                      what));
+        EventRecord resolved = *event;
+        json with_path = fields;
+        with_path["path"] = path;
+        resolved.json = with_path.dump();
+        file.records.push_back(resolved);
+        continue;
+      }
+    }
+    file.records.push_back(record);
+  }
+  if (!file.start && !files.log)
+    throw UserError("no start event in the metrics file", file.path,
+                    "a run's metrics begin with a start event carrying its config "
+                    "(docs/metrics-protocol.md)");
+  return file;
+}
+
+}  // namespace faultline::harness

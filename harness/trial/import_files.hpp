@@ -1,0 +1,43 @@
+// The per-rank files of a run faultline did not launch, read in full before anything is stored:
+// each rank's metrics file, or a log-only trainer's output read through its recipe's regexes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/metrics_record.hpp"
+#include "harness/launch/log_records.hpp"
+
+namespace faultline::harness {
+
+struct RankFile {
+  std::string path;
+  std::vector<MetricsRecord> records;  // checkpoint events with their paths made absolute
+  std::vector<std::pair<std::string, std::string>> malformed;  // line, error
+  std::optional<nlohmann::json> start;                         // a log has none
+  bool ended = false;  // it has an end event (a log never has)
+  int64_t last_step = 0;
+};
+
+// Where an imported run's files are: metrics.rank<r>.jsonl in a folder, or a log-only trainer's
+// output (one file: rank 0's; a folder: rank<r>.log, as a faultline trial writes them).
+struct RunFiles {
+  std::filesystem::path dir;  // relative checkpoint paths are read from here
+  std::vector<std::string> paths;
+  const LogRecords* log = nullptr;  // null: metrics files
+};
+
+// The files of `ranks` ranks (0: as many as there are from rank 0 up) at `given` (a folder, or
+// with `log` also a file). Throws UserError naming what is missing.
+RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* log);
+
+// One rank's file, every line read and checked: a cut-off last record, a missing checkpoint, a
+// metrics file without a start event are UserErrors naming the file and line.
+RankFile read_rank_file(const RunFiles& files, int rank);
+
+}  // namespace faultline::harness
