@@ -125,7 +125,10 @@ TrialSpec TrainerContract::checkpoint_every(TrialSpec spec, int64_t every) const
   return with(std::move(spec), {key("train.checkpoint_every", every)});
 }
 
+// A command trainer is only asked for what it declares (a log-only script given FAULTLINE_PROBE
+// would not read it, and the repro line would say it did).
 TrialSpec TrainerContract::checkpoint_on_halt(TrialSpec spec, bool on) const {
+  if (command_ && !can(Capability::Checkpoints)) return spec;
   if (command_) return with(std::move(spec), {ask("checkpoint_on_halt", on ? "true" : "false")});
   return with(std::move(spec),
               {std::string("probe.checkpoint_on_nonfinite=") + (on ? "true" : "false")});
@@ -140,6 +143,7 @@ TrialSpec TrainerContract::accumulate(TrialSpec spec, int ranks, int64_t accumul
 }
 
 TrialSpec TrainerContract::full_probes_from(TrialSpec spec, int64_t step) const {
+  if (command_ && !can(Capability::FullProbes)) return spec;
   if (command_)
     return with(std::move(spec), {ask("probe", "full"), ask("probe_from", std::to_string(step))});
   return with(std::move(spec), {"probe.level=full", key("probe.full_from_step", step)});

@@ -49,8 +49,11 @@ TEST(CommandRecipe, PlaceholdersAreFilledFromTheResolvedConfigAndTheTrial) {
   EXPECT_EQ(rank.env.at("FAULTLINE_RESUME"), "/c/40.pt");
   EXPECT_EQ(rank.env.at("FAULTLINE_STOP_AFTER"), "60");
   EXPECT_EQ(rank.env.at("FAULTLINE_ACCUMULATE"), "4");
-  EXPECT_EQ(rank.env.at("FAULTLINE_PROBE"), "full");
-  EXPECT_EQ(rank.env.at("FAULTLINE_PROBE_FROM"), "41");
+  // Full probes are not declared, so they are not asked (nor shown in a repro line).
+  EXPECT_EQ(rank.env.count("FAULTLINE_PROBE"), 0u);
+  EXPECT_EQ(rank.env.count("FAULTLINE_PROBE_FROM"), 0u);
+  TrialSpec probed = contract.full_probes_from(TrialSpec{spec}, 41);
+  EXPECT_EQ(probed.overrides, spec.overrides);
   EXPECT_EQ(rank.env.at("FAULTLINE_OUT"), "/runs/7");
   EXPECT_EQ(rank.cwd, dir.path());
   EXPECT_EQ(contract.grad_accum(spec), 4);
