@@ -197,9 +197,14 @@ std::string finding_verdict(const json& fields) {
     text += fmt::format("; the config change to blame: {}", fmt::join(changes, ", "));
   }
   const json scale = fields.value("min_scale", json());
-  if (scale.is_object())
+  if (scale.is_object()) {
+    // A replay from a checkpoint runs only the steps after it.
+    const int64_t from = scale.value("from_step", int64_t{0});
+    const int64_t to = scale.value("steps", int64_t{0});
     text += fmt::format("; it reproduces on {} rank{} in {} steps", text_of(scale["ranks"]),
-                        scale.value("ranks", 1) == 1 ? "" : "s", text_of(scale["steps"]));
+                        scale.value("ranks", 1) == 1 ? "" : "s", to - from);
+    if (from > 0) text += fmt::format(" from the checkpoint of step {}", from);
+  }
   return text + ".";
 }
 

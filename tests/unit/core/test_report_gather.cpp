@@ -119,6 +119,25 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   EXPECT_EQ(loss.series[3].role, SeriesRole::BandHigh);
 }
 
+TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"nonfinite", 150, 0, ""}}, 150);
+  store::FindingInfo info;
+  info.kind = "nonfinite";
+  info.fields_json =
+      json{{"kind", "nonfinite"},
+           {"step", 150},
+           {"min_scale", {{"ranks", 1}, {"from_step", 100}, {"steps", 150}, {"data_fraction", 1}}},
+           {"evidence", {{"failing_run", failing}}}}
+          .dump();
+  info.repro_json = json{{"argv", {"train.py"}}}.dump();
+  const Report report = gather_finding(store, store.add_finding(info), {});
+  EXPECT_EQ(report.verdict,
+            "Training went non-finite (NaN/Inf) at step 150; it reproduces on 1 rank in 50 steps "
+            "from the checkpoint of step 100.");
+}
+
 TEST(ReportGather, UnknownIdsAreUserErrors) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
