@@ -95,8 +95,10 @@ class TrainerContract {
   // of faultline-train (unused by a command trainer).
   RankCommand rank_command(const TrialSpec& spec, const std::string& trainer,
                            const std::string& out_dir, int master_port = 0) const;
-  // The command line a person runs to reproduce `spec` (faultline-train: without --out).
+  // The command line a person runs to reproduce `spec` (faultline-train: without --out; a
+  // command trainer's run directory, {out} and FAULTLINE_OUT, is kPastedOutDir in its folder).
   std::vector<std::string> argv(const TrialSpec& spec, const std::string& trainer) const;
+  static constexpr const char* kPastedOutDir = "faultline-repro";
 
  private:
   TrainerContract() = default;

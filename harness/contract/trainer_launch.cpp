@@ -45,11 +45,12 @@ std::vector<std::string> bundled_argv(const TrialSpec& spec, const std::string& 
 std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
                                                const std::string& trainer) const {
   if (!command_) return bundled_argv(spec, trainer);
-  // A command line a person can paste: env runs it in its folder with the asks set.
-  const auto command = rank_command(spec, trainer, "{out}");
+  // A command line a person can paste: env runs it in its folder with the asks set, and what
+  // it writes (checkpoints) goes to a folder of its own there, not among the script's files.
+  const auto command = rank_command(spec, trainer, kPastedOutDir);
   std::vector<std::string> argv = {"env", "-C", command.cwd};
   for (const auto& [name, value] : command.env)
-    if (name != "FAULTLINE_OUT" && name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
+    if (name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
   argv.insert(argv.end(), command.argv.begin(), command.argv.end());
   return argv;
 }

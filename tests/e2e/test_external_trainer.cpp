@@ -359,6 +359,12 @@ TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheck
   EXPECT_EQ(cli.doc.at("step"), 150);
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();  // one checkpoint interval
+  // The command to paste writes its checkpoints to a folder of its own, and asks only for what
+  // the script declares (no full probes).
+  const std::string pasted = cli.doc.at("repro").dump();
+  EXPECT_THAT(pasted, HasSubstr(R"("--out","faultline-repro")"));
+  EXPECT_THAT(pasted, HasSubstr(R"("FAULTLINE_OUT=faultline-repro")"));
+  EXPECT_THAT(pasted, ::testing::Not(HasSubstr("FAULTLINE_PROBE")));
   std::string finding = "F";
   finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
   auto repro = faultline_cli({"repro", finding}, dir, 300);
