@@ -62,6 +62,24 @@ std::pair<uint64_t, int64_t> sample_first_drawn_in(int64_t from, int64_t to) {
   return {0, 0};
 }
 
+// `isolate --run` of a stored run whose NaN at step 150 follows its checkpoint of step 100: the
+// search starts from that checkpoint (one interval, then at most a one-step replay per half
+// batch), and `repro` of the finding is bitwise identical. Returns the finding's document.
+nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const std::string& run) {
+  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
+  EXPECT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  if (cli.result.exit_code != 0) return cli.doc;
+  EXPECT_EQ(cli.doc.at("step"), 150);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+  return cli.doc;
+}
+
 // Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
 void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir) {
   auto cli = faultline_cli(
@@ -252,19 +270,9 @@ TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduc
                                "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=50"}),
                     dir, 300);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
-  const std::string run = std::to_string(train.doc.at("run_id").get<int64_t>());
-  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("step"), 150);
-  EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
-  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);  // the last checkpoint before it
-  // One checkpoint interval, then a one-step replay per half batch.
-  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
-  std::string finding = "F";
-  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
-  auto repro = faultline_cli({"repro", finding}, dir, 300);
-  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
-  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+  const auto finding = expect_isolated_from_checkpoint_100(
+      dir, std::to_string(train.doc.at("run_id").get<int64_t>()));
+  EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
 }
 
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a
@@ -310,18 +318,9 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
   EXPECT_EQ(imported.doc.at("config"), "recipe");
   // Judged with the recipe's warm-up: the LR rising over steps 1..10 is no anomaly.
   EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
-  const std::string run = std::to_string(imported.doc.at("run_id").get<int64_t>());
-  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("step"), 150);
-  EXPECT_EQ(cli.doc.at("where"), "blocks.0.attn");
-  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
-  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
-  std::string finding = "F";
-  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
-  auto repro = faultline_cli({"repro", finding}, dir, 300);
-  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
-  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+  const auto finding = expect_isolated_from_checkpoint_100(
+      dir, std::to_string(imported.doc.at("run_id").get<int64_t>()));
+  EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
 }
 
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
@@ -352,24 +351,16 @@ TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheck
   EXPECT_EQ(imported.doc.at("checkpoints"), 2);  // steps 50 and 100: it died at 150
   const auto kinds = kinds_of(imported.doc.at("failures"));
   EXPECT_THAT(kinds, ::testing::UnorderedElementsAre("nonfinite", "crash"));  // the log stops
-  const std::string run = std::to_string(imported.doc.at("run_id").get<int64_t>());
-  auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("kind"), "nonfinite");
-  EXPECT_EQ(cli.doc.at("step"), 150);
-  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
-  EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();  // one checkpoint interval
+  const auto finding = expect_isolated_from_checkpoint_100(
+      dir, std::to_string(imported.doc.at("run_id").get<int64_t>()));
+  EXPECT_EQ(finding.value("kind", ""), "nonfinite");
+  EXPECT_EQ(finding.value("steps_executed", 0), 50) << finding.dump();  // no probes to replay
   // The command to paste writes its checkpoints to a folder of its own, and asks only for what
   // the script declares (no full probes).
-  const std::string pasted = cli.doc.at("repro").dump();
+  const std::string pasted = finding.value("repro", nlohmann::json()).dump();
   EXPECT_THAT(pasted, HasSubstr(R"("--out","faultline-repro")"));
   EXPECT_THAT(pasted, HasSubstr(R"("FAULTLINE_OUT=faultline-repro")"));
   EXPECT_THAT(pasted, ::testing::Not(HasSubstr("FAULTLINE_PROBE")));
-  std::string finding = "F";
-  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
-  auto repro = faultline_cli({"repro", finding}, dir, 300);
-  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
-  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
 }
 
 TEST(ExternalTrainer, ATrainersOwnConfigFileGetsEachTrialsValues) {
