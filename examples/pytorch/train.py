@@ -163,11 +163,12 @@ def make_optimizer(model, args):
 
 def lr_at(step, args):
     """Linear warm-up to --lr, then cosine decay to --lr/10 at --steps (1-based steps)."""
+    spike = args.lr_spike_factor if step == getattr(args, "lr_spike_step", 0) else 1.0
     if step <= args.warmup:
-        return args.lr * step / max(1, args.warmup)
+        return spike * args.lr * step / max(1, args.warmup)
     progress = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
     min_lr = args.lr * 0.1
-    return min_lr + 0.5 * (args.lr - min_lr) * (1 + math.cos(math.pi * progress))
+    return spike * (min_lr + 0.5 * (args.lr - min_lr) * (1 + math.cos(math.pi * progress)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -249,6 +250,8 @@ def parse_args(argv=None):
     add("--nan-step", type=int, default=0, help="fault: at this step ...")
     add("--nan-layer", default="", help="... this module's output turns NaN")
     add("--poison-sample", type=int, default=-1, help="fault: this sample's embedding is NaN")
+    add("--lr-spike-step", type=int, default=0, help="fault: at this step the LR is ...")
+    add("--lr-spike-factor", type=float, default=1.0, help="... multiplied by this")
     add("--corrupt-grad-rank", type=int, default=-1, help="fault: this rank's local gradient ...")
     add("--corrupt-grad-step", type=int, default=0, help="... is sign-flipped from this step on")
     add("--hang-rank", type=int, default=-1, help="fault: this rank sleeps forever ...")

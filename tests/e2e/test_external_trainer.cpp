@@ -62,6 +62,19 @@ std::pair<uint64_t, int64_t> sample_first_drawn_in(int64_t from, int64_t to) {
   return {0, 0};
 }
 
+// train.py run as a job would run it, without faultline: the helper's variables set by the job
+// script, its metrics and checkpoints (every 50 steps) in `job`.
+ProcessResult run_helper_job(const std::string& job, std::vector<std::string> args) {
+  std::vector<std::string> argv = {"/usr/bin/python3", kExamples + "/train.py", "--log-every", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process({argv,
+                      {{"FAULTLINE_METRICS", job + "/metrics.rank0.jsonl"},
+                       {"FAULTLINE_OUT", job},
+                       {"FAULTLINE_CHECKPOINT_EVERY", "50"},
+                       {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"}},
+                      300});
+}
+
 // `isolate --run` of a stored run whose NaN at step 150 follows its checkpoint of step 100: the
 // search starts from that checkpoint (one interval, then at most a one-step replay per half
 // batch), and `repro` of the finding is bitwise identical. Returns the finding's document.
@@ -281,13 +294,7 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
   const std::string dir = make_temp_dir("ext-import-job");
   const std::string job = dir + "/job/out";  // the helper makes the folder the job names
   const auto ran =
-      run_process({{"/usr/bin/python3", kExamples + "/train.py", "--steps", "200", "--nan-step=150",
-                    "--nan-layer", "blocks.0.attn", "--log-every", "0"},
-                   {{"FAULTLINE_METRICS", job + "/metrics.rank0.jsonl"},
-                    {"FAULTLINE_OUT", job},
-                    {"FAULTLINE_CHECKPOINT_EVERY", "50"},
-                    {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"}},
-                   300});
+      run_helper_job(job, {"--steps", "200", "--nan-step=150", "--nan-layer", "blocks.0.attn"});
   ASSERT_EQ(ran.exit_code, 3) << ran.output;  // halted on the NaN
 
   // Without its recipe: stored and judged, but faultline cannot launch the script again.
@@ -321,6 +328,32 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
   const auto finding = expect_isolated_from_checkpoint_100(
       dir, std::to_string(imported.doc.at("run_id").get<int64_t>()));
   EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
+}
+
+// Training that goes wrong without a NaN, in a job: the LR multiplied by 300 at step 150 makes
+// the loss jump at 151. Imported with its recipe, the cause is found from the checkpoint of step
+// 100 in one replay: the LR anomaly at step 150, before the loss spike it causes.
+TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLossSpike) {
+  const std::string dir = make_temp_dir("ext-import-spike");
+  const std::string job = dir + "/job";
+  const auto ran =
+      run_helper_job(job, {"--steps", "200", "--lr-spike-step", "150", "--lr-spike-factor", "300"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;  // nothing non-finite: the script finishes
+  auto imported = faultline_cli(
+      with_sets({"import", job, "-c", kHelper, "--json"},
+                {"train.steps=200", "fault.lr_spike_step=150", "fault.lr_spike_factor=300"}),
+      dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_THAT(kinds_of(imported.doc.at("failures")), ::testing::Contains("loss_spike"));
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "lr_anomaly");
+  EXPECT_EQ(cli.doc.at("step"), 150);
+  EXPECT_EQ(cli.doc.at("where"), "lr");
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
 }
 
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
