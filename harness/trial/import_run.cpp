@@ -1,5 +1,6 @@
-// Reads every rank's metrics file in full, checks the files its events name, then stores the run
-// in one transaction and judges it as a trial would be judged (a rank without an end event died).
+// Reads every rank's file in full (import_files.cpp), takes the run's config from its start
+// event or the recipe given with -c, then stores the run in one transaction and judges it as a
+// trial would be judged (a rank without an end event, or whose log stops short, died).
 #include "harness/trial/import_run.hpp"
 
 #include <fmt/format.h>
@@ -8,7 +9,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -107,14 +107,14 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
                     "-c names the recipe of your own trainer (docs/external-trainers.md); a "
                     "faultline-train run carries its config in its start event: import it "
                     "without -c");
-  // A log-only trainer's recipe says how its lines read; every other run has metrics files.
+  // A log-only trainer's recipe says how its lines read; every other run has metrics files. A
+  // relative checkpoint path is left as it is here and read from the log's folder, as a metrics
+  // file's is (read_rank_file).
   std::optional<LogRecords> log;
-  if (request.recipe && request.recipe->command &&
-      request.recipe->command->trainer.records == contract::RecordSource::Log) {
+  if (request.recipe && request.recipe->command->trainer.records == contract::RecordSource::Log) {
     const auto& trainer = request.recipe->command->trainer;
     log = LogRecords::compile(trainer.log_regex, trainer.checkpoint_regex,
-                              " in " + request.recipe->source,
-                              (fs::is_regular_file(given) ? given.parent_path() : given).string());
+                              " in " + request.recipe->source, "");
   }
   const RunFiles run_files = find_run_files(request.dir, request.ranks, log ? &*log : nullptr);
   const int ranks = static_cast<int>(run_files.paths.size());
