@@ -30,8 +30,7 @@ const std::vector<std::string> kCheckpointGroups = {"step", "path"};
 // A number as the protocol spells it: JSON numbers, or "nan"/"inf"/"-inf"; anything else stays
 // text (the record is then malformed, and counted as such).
 json value_of(const std::string& text) {
-  std::string lower;
-  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = lowercase(text);
   if (lower == "nan" || lower == "+nan" || lower == "-nan") return "nan";
   if (lower == "inf" || lower == "+inf" || lower == "infinity") return "inf";
   if (lower == "-inf" || lower == "-infinity") return "-inf";

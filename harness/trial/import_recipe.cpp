@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "common/text.hpp"
+
 namespace faultline::harness {
 
 namespace {
@@ -23,18 +25,12 @@ std::optional<double> as_number(const std::string& text) {
   return value;
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 // "0.01" and "1e-2" are one value, and so are Python's "True" and TOML's "true".
 bool same_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
   const auto x = as_number(a), y = as_number(b);
   if (x && y) return *x == *y;
-  const std::string la = lower(a), lb = lower(b);
+  const std::string la = lowercase(a), lb = lowercase(b);
   return (la == "true" || la == "false") && la == lb;
 }
 

@@ -24,6 +24,8 @@ inline bool starts_with(std::string_view text, std::string_view prefix) {
 }
 
 std::string trim(std::string_view text);
+// ASCII letters made lower case ("NaN" → "nan"); other bytes as they are.
+std::string lowercase(std::string_view text);
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::vector<std::string> split(std::string_view text, char separator);
 

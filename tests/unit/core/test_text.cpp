@@ -45,6 +45,11 @@ TEST(Text, JoinAndSplitAreInverse) {
   EXPECT_EQ(join(split("x.y.z", '.'), "."), "x.y.z");
 }
 
+TEST(Text, LowercaseChangesAsciiLettersOnly) {
+  EXPECT_EQ(lowercase("NaN -Inf True_2"), "nan -inf true_2");
+  EXPECT_EQ(lowercase(""), "");
+}
+
 TEST(Text, ShellCommandQuotesWhatAShellWouldSplitAndKeepsEmptyArguments) {
   EXPECT_EQ(shell_command({"a", "b c", "it's", "--set", "x.y=1", ""}),
             "a 'b c' 'it'\\''s' --set x.y=1 ''");
