@@ -21,28 +21,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-HangReport describe_hang(const SupervisedResult& result, const std::vector<int64_t>& entered,
-                         double silent_s) {
-  HangReport hang;
-  hang.silent_s = silent_s;
-  const int64_t newest = *std::max_element(entered.begin(), entered.end());
-  const int64_t oldest = *std::min_element(entered.begin(), entered.end());
-  if (newest > 0 && oldest < newest) {  // some ranks wait in a collective others never entered
-    hang.collective = newest;
-    for (size_t rank = 0; rank < entered.size(); ++rank)
-      (entered[rank] < newest ? hang.ranks : hang.waiting).push_back(static_cast<int>(rank));
-    hang.step = result.last_step[static_cast<size_t>(hang.ranks.front())] + 1;
-    return hang;
-  }
-  const int64_t lowest = *std::min_element(result.last_step.begin(), result.last_step.end());
-  const int64_t highest = *std::max_element(result.last_step.begin(), result.last_step.end());
-  for (size_t rank = 0; rank < result.last_step.size(); ++rank)
-    if (lowest != highest ? result.last_step[rank] == lowest : true)
-      hang.ranks.push_back(static_cast<int>(rank));
-  hang.step = lowest + 1;
-  return hang;
-}
-
 // Asks every rank for its stacks and gives them until their logs stop growing (at most 3 s).
 void await_stacks(RunningTrial& trial, const std::vector<RankLaunch>& ranks, int signal) {
   auto sizes = [&] {
@@ -186,7 +164,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       }
     }
     if (hung) {
-      result.hang = describe_hang(result, entered, silent_s);
+      result.hang = describe_hang(result.last_step, entered, silent_s);
       if (options.stack_signal) await_stacks(trial, ranks, options.stack_signal);
       break;
     }

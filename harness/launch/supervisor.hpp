@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/metrics_record.hpp"
+#include "harness/launch/hang_report.hpp"
 #include "harness/launch/launcher.hpp"
 
 namespace faultline::harness {
@@ -35,16 +36,6 @@ class RecordSink {
   virtual void on_malformed(int rank, const std::string& line, const std::string& error) = 0;
   // Polled after each batch of records: true ends the trial now (e.g. a fatal failure was seen).
   virtual bool should_stop() { return false; }
-};
-
-struct HangReport {
-  std::vector<int> ranks;  // the ranks that stopped short (all ranks when none stands out)
-  int64_t step = 0;        // the step they did not finish (last completed + 1)
-  double silent_s = 0;
-  // From the ranks' collective heartbeats: the collective the others wait in, which `ranks`
-  // never entered; 0 when no rank reported one (one rank, or a trainer without heartbeats).
-  int64_t collective = 0;
-  std::vector<int> waiting;  // the ranks blocked in it
 };
 
 struct CrashReport {

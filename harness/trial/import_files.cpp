@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "common/error.hpp"
+#include "harness/launch/hang_report.hpp"
 
 namespace faultline::harness {
 
@@ -28,6 +29,10 @@ std::string checkpoint_file(const fs::path& dir, const std::string& path) {
 }
 
 }  // namespace
+
+std::string stacks_file(const fs::path& dir, int rank) {
+  return (dir / fmt::format("stacks.rank{}.txt", rank)).string();
+}
 
 RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* log) {
   RunFiles files;
@@ -110,6 +115,9 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
       const json fields = json::parse(event->json, nullptr, false);
       if (event->name == "start" && !file.start) file.start = fields;
       if (event->name == "end") file.ended = true;
+      if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
+          fields["seq"].is_number_integer())
+        file.collective_entered = std::max(file.collective_entered, fields["seq"].get<int64_t>());
       if (event->name == "checkpoint" && fields.is_object() && fields.contains("path")) {
         const std::string path = checkpoint_file(files.dir, fields["path"].get<std::string>());
         if (!fs::is_regular_file(path))
@@ -129,6 +137,8 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
     }
     file.records.push_back(record);
   }
+  file.stacks_path = stacks_file(files.dir, rank);
+  file.stacks = stacks_in_log(file.stacks_path);
   if (!file.start && !files.log)
     throw UserError("no start event in the metrics file", file.path,
                     "a run's metrics begin with a start event carrying its config "

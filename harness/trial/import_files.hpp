@@ -22,7 +22,16 @@ struct RankFile {
   std::optional<nlohmann::json> start;                         // a log has none
   bool ended = false;  // it has an end event (a log never has)
   int64_t last_step = 0;
+  int64_t collective_entered = 0;  // the newest collective heartbeat's seq (0: none)
+  // The Python stacks it wrote when signalled (SIGUSR1, e.g. sbatch --signal=USR1@60), from
+  // stacks.rank<r>.txt beside its file as FAULTLINE_STACKS names it; "" when none.
+  std::string stacks;
+  std::string stacks_path;
 };
+
+// The file a rank's stacks go to in a run's folder (FAULTLINE_STACKS, as a faultline trial sets
+// it).
+std::string stacks_file(const std::filesystem::path& dir, int rank);
 
 // Where an imported run's files are: metrics.rank<r>.jsonl in a folder, or a log-only trainer's
 // output (one file: rank 0's; a folder: rank<r>.log, as a faultline trial writes them).

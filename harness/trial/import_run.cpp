@@ -1,6 +1,7 @@
 // Reads every rank's file in full (import_files.cpp), takes the run's config from its start
 // event or the recipe given with -c, then stores the run in one transaction and judges it as a
-// trial would be judged (a rank without an end event, or whose log stops short, died).
+// trial would be judged (how_it_ended: a rank without an end event, or whose log stops short,
+// died or was stopped; ranks stopped while others wait in a collective hung).
 #include "harness/trial/import_run.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "harness/launch/hang_report.hpp"
 #include "harness/trial/import_files.hpp"
 #include "harness/trial/import_recipe.hpp"
 #include "harness/trial/ingest_sink.hpp"
@@ -80,6 +82,59 @@ void use_recipe(const contract::Recipe& recipe, const json& start, const fs::pat
   info.config_path = recipe.source;
   info.steps = recipe.steps;
   info.data_fraction = recipe.data_fraction;
+}
+
+// "; the stacks of rank 1 (from .../stacks.rank1.txt): ..." when the rank wrote any.
+std::string stacks_of(const RankFile& file, int rank) {
+  return file.stacks.empty() ? ""
+                             : fmt::format("; the stacks of rank {} (from {}):{}", rank,
+                                           file.stacks_path, file.stacks);
+}
+
+// An imported run has no exit statuses: how it ended is read from its records. A log that stops
+// before the run's length stopped there. Ranks without an end event died or were stopped from
+// outside; when none ended and some wait in a collective the others never entered, the job was
+// stopped while they waited (its time limit, a cancel): a hang, named as a live trial names it.
+std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files, bool log,
+                                             int64_t steps) {
+  std::vector<detectors::Failure> failures;
+  if (log) {
+    for (size_t rank = 0; rank < files.size(); ++rank)
+      if (files[rank].last_step < steps)
+        failures.push_back(
+            {detectors::FailureKind::Crash, files[rank].last_step + 1, static_cast<int>(rank),
+             fmt::format("rank {}'s log ends at step {} of {}: it stopped there (its exit status "
+                         "is not part of an imported log)",
+                         rank, files[rank].last_step, steps) +
+                 stacks_of(files[rank], static_cast<int>(rank))});
+    return failures;
+  }
+  std::vector<int64_t> last_step, entered;
+  bool none_ended = true;
+  for (const auto& file : files) {
+    last_step.push_back(file.last_step);
+    entered.push_back(file.collective_entered);
+    none_ended = none_ended && !file.ended;
+  }
+  if (const HangReport hang = describe_hang(last_step, entered, 0);
+      none_ended && hang.collective > 0) {
+    std::string detail = collective_wait(hang) +
+                         "; no rank wrote an end event: the job was stopped from outside (its "
+                         "time limit, a cancel) while they waited";
+    for (int rank : hang.ranks) detail += stacks_of(files[static_cast<size_t>(rank)], rank);
+    failures.push_back({detectors::FailureKind::Hang, hang.step,
+                        hang.ranks.size() == 1 ? hang.ranks[0] : -1, detail});
+    return failures;
+  }
+  for (size_t rank = 0; rank < files.size(); ++rank)
+    if (!files[rank].ended)
+      failures.push_back(
+          {detectors::FailureKind::Crash, files[rank].last_step + 1, static_cast<int>(rank),
+           fmt::format("rank {} wrote no end event after step {}: it died or was stopped from "
+                       "outside (its exit status is not part of an imported run)",
+                       rank, files[rank].last_step) +
+               stacks_of(files[rank], static_cast<int>(rank))});
+  return failures;
 }
 
 }  // namespace
@@ -169,21 +224,8 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
       for (const auto& [line, error] : files[rank].malformed) sink.on_malformed(rank, line, error);
     }
     sink.flush();
-    for (int rank = 0; rank < ranks; ++rank) {
-      const int64_t last = files[rank].last_step;
-      if (!log && !files[rank].ended)
-        result.failures.push_back(
-            {detectors::FailureKind::Crash, last + 1, rank,
-             fmt::format("rank {} wrote no end event after step {}: it died (its exit status is "
-                         "not part of an imported run)",
-                         rank, last)});
-      if (log && last < info.steps)  // a log has no end event: its length says it all
-        result.failures.push_back(
-            {detectors::FailureKind::Crash, last + 1, rank,
-             fmt::format("rank {}'s log ends at step {} of {}: it stopped there (its exit status "
-                         "is not part of an imported log)",
-                         rank, last, info.steps)});
-    }
+    for (auto& failure : how_it_ended(files, log.has_value(), info.steps))
+      result.failures.push_back(failure);
     for (auto& failure : judge.finish()) result.failures.push_back(failure);
     result.malformed = sink.malformed();
     result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;

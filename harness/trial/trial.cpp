@@ -3,7 +3,9 @@
 #include "harness/trial/trial.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <ctime>
@@ -14,6 +16,7 @@
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
+#include "harness/launch/hang_report.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "harness/trial/rank_launches.hpp"
@@ -29,23 +32,6 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
-}
-
-// The stacks a rank wrote to its log when asked (Python's faulthandler: "Thread 0x... (most
-// recent call first):" blocks), at most 40 lines; "" when it wrote none.
-std::string stacks_in_log(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, stacks;
-  int lines = 0;
-  bool in_dump = false;
-  while (std::getline(in, line) && lines < 40) {
-    const bool header = starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x");
-    in_dump = in_dump || header;
-    if (!in_dump || line.empty()) continue;
-    stacks += "\n    " + line;
-    ++lines;
-  }
-  return stacks;
 }
 
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
@@ -67,20 +53,11 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
                                     watch.total_timeout_s, step)});
   }
   if (result.hang) {
-    std::string who;
-    for (int rank : result.hang->ranks) who += (who.empty() ? "" : ",") + std::to_string(rank);
-    std::string detail = "no step record for " +
-                         std::to_string(static_cast<int>(result.hang->silent_s)) +
-                         " s from rank(s) " + who;
-    if (result.hang->collective > 0) {
-      std::string waiting;
-      for (int rank : result.hang->waiting)
-        waiting += (waiting.empty() ? "" : ",") + std::to_string(rank);
-      detail = "rank(s) " + who + " never entered collective #" +
-               std::to_string(result.hang->collective) + " (step " +
-               std::to_string(result.hang->step) + ") that rank(s) " + waiting + " wait in; " +
-               detail;
-    }
+    std::string detail =
+        fmt::format("no step record for {} s from rank(s) {}",
+                    static_cast<int>(result.hang->silent_s), fmt::join(result.hang->ranks, ","));
+    if (const std::string wait = collective_wait(*result.hang); !wait.empty())
+      detail = wait + "; " + detail;
     if (watch.stack_signal)
       for (int rank : result.hang->ranks)
         if (auto stacks =

@@ -559,6 +559,8 @@ class Run:
             # (a launcher that starts them itself).
             stacks = _metrics_path(os.environ.get("FAULTLINE_STACKS", ""),
                                    os.environ.get("RANK", "0"))
+            if stacks:  # a job's FAULTLINE_STACKS may name a folder it has not made yet
+                os.makedirs(os.path.dirname(os.path.abspath(stacks)), exist_ok=True)
             self._stacks_file = open(stacks, "w") if stacks else sys.stderr
             faulthandler.register(signal.SIGUSR1, file=self._stacks_file, all_threads=True)
         try:

@@ -122,7 +122,7 @@ faultline::testing::Cli train(const std::string& dir, int ranks, const Case& c,
       std::to_string(ranks), "--json",    "--db",         dir + "/f.db", "--work-dir",
       dir + "/runs",         "--trainer", options.trainer};
   for (const auto& o : c.overrides) argv.insert(argv.end(), {"--set", o});
-  faultline::testing::Cli cli{faultline::testing::run_process({argv, {}, 300, {}}), nullptr};
+  faultline::testing::Cli cli{faultline::testing::run_process({argv, {}, 300, {}, {}}), nullptr};
   std::istringstream lines(cli.result.output);
   for (std::string line; std::getline(lines, line);)
     if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);

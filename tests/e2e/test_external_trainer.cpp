@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -354,6 +355,80 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("where"), "lr");
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
+}
+
+// A job of two ranks whose rank 1 never comes back at step 130, stopped from outside as a job's
+// time limit stops it: every task gets SIGUSR1 (sbatch --signal=USR1@60: the helper writes its
+// stacks to FAULTLINE_STACKS), then SIGTERM. Rank 0 waits in the allreduce of step 130 then. No
+// rank wrote an end event, so the import reads the hang from the collective heartbeats, and
+// isolate replays it from the checkpoint of step 100.
+TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRanksHang) {
+  const std::string dir = make_temp_dir("ext-import-hang");
+  const std::string job = dir + "/job";
+  const std::string port = std::to_string(free_port());
+  auto contains = [](const std::string& path, const std::string& text) {
+    return text_of(path).find(text) != std::string::npos;
+  };
+  std::vector<ProcessSpec> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ProcessSpec spec{{"/usr/bin/python3", kExamples + "/train.py", "--log-every", "0", "--steps",
+                      "200", "--hang-rank", "1", "--hang-step", "130"},
+                     {{"FAULTLINE_METRICS", job + "/metrics.rank{rank}.jsonl"},
+                      {"FAULTLINE_STACKS", job + "/stacks.rank{rank}.txt"},
+                      {"FAULTLINE_OUT", job},
+                      {"FAULTLINE_CHECKPOINT_EVERY", "50"},
+                      {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"},
+                      {"RANK", std::to_string(rank)},
+                      {"WORLD_SIZE", "2"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", port}},
+                     300};
+    // Signalled once rank 0 waits in step 130's allreduce; SIGUSR1 again (about every second)
+    // until the rank's stacks show where it is, since rank 1 may still be on its way to the
+    // planted sleep; then SIGTERM.
+    const std::string stacks = job + "/stacks.rank" + std::to_string(rank) + ".txt";
+    const std::string where = rank == 1 ? "in at_step_start" : "in all_reduce";
+    spec.signal_when = [=, polls = 0]() mutable {
+      if (polls < 0) return 0;
+      if (polls == 0 && !contains(job + "/metrics.rank0.jsonl", R"("op":"allreduce","step":130,)"))
+        return 0;
+      if (contains(stacks, where)) {
+        polls = -1;
+        return SIGTERM;
+      }
+      return polls++ % 50 == 0 ? SIGUSR1 : 0;
+    };
+    ranks.push_back(spec);
+  }
+  for (const auto& ran : run_processes(ranks)) ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
+
+  auto imported =
+      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
+                              {"train.steps=200", "fault.hang_rank=1", "fault.hang_step=130"}),
+                    dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  const auto& failures = imported.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"hang"}) << imported.doc.dump();
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_EQ(failures[0].at("step"), 130);
+  const std::string detail = failures[0].at("detail");
+  EXPECT_THAT(detail, HasSubstr("rank(s) 1 never entered collective #132 (step 130) that rank(s) "
+                                "0 wait in; no rank wrote an end event"));
+  EXPECT_THAT(detail, HasSubstr("the stacks of rank 1 (from " + job + "/stacks.rank1.txt)"));
+  EXPECT_THAT(detail, HasSubstr("in at_step_start"));
+  EXPECT_THAT(detail, ::testing::Not(HasSubstr("in all_reduce")));  // rank 0's, not its own
+
+  auto cli =
+      faultline_cli({"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()),
+                     "--step-timeout", "5", "--json"},
+                    dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "hang");
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("step"), 130);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 2);  // one rank replaying both cannot hang
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 2 * 30) << cli.doc.dump();
 }
 
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one

@@ -20,7 +20,7 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
   if (runs_trainer && timing == TimingDetectors::Off && !names_detectors)
     args.insert(args.end(), {"--detectors",
                              FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/no_timing_detectors.toml"});
-  Cli cli{run_process({args, {}, timeout_s, std::move(kill_when)}), nullptr};
+  Cli cli{run_process({args, {}, timeout_s, std::move(kill_when), {}}), nullptr};
   std::istringstream lines(cli.result.output);
   for (std::string line; std::getline(lines, line);)
     if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);

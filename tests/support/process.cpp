@@ -121,6 +121,9 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) 
     for (size_t i = 0; i < children.size(); ++i)
       if (!children[i].done && specs[i].kill_when && specs[i].kill_when())
         kill(-children[i].pid, SIGKILL);
+    for (size_t i = 0; i < children.size(); ++i)
+      if (!children[i].done && specs[i].signal_when)
+        if (const int signal = specs[i].signal_when(); signal != 0) kill(-children[i].pid, signal);
     if (std::chrono::steady_clock::now() > deadline) {
       for (auto& child : children)
         if (!child.done) {

@@ -23,6 +23,9 @@ struct ProcessSpec {
   // Polled every 20 ms while the child runs: true kills its process group with SIGKILL, as a
   // crashing machine or an impatient user would (ProcessResult.signal says SIGKILL).
   std::function<bool()> kill_when;
+  // Polled likewise: a signal number sends that signal to its process group, 0 sends nothing
+  // (e.g. SIGUSR1 then SIGTERM, as a job's time limit signals a job's tasks).
+  std::function<int()> signal_when;
 };
 
 // Starts every spec at once (ranks of one run), waits for all, kills stragglers at the timeout.

@@ -1,0 +1,60 @@
+// Names the ranks of a hang from their records alone, so a live trial and an imported job read
+// the same evidence the same way.
+#include "harness/launch/hang_report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "common/text.hpp"
+
+namespace faultline::harness {
+
+HangReport describe_hang(const std::vector<int64_t>& last_step, const std::vector<int64_t>& entered,
+                         double silent_s) {
+  HangReport hang;
+  hang.silent_s = silent_s;
+  if (last_step.empty()) return hang;
+  const int64_t newest = entered.empty() ? 0 : *std::max_element(entered.begin(), entered.end());
+  const int64_t oldest = entered.empty() ? 0 : *std::min_element(entered.begin(), entered.end());
+  if (newest > 0 && oldest < newest) {  // some ranks wait in a collective others never entered
+    hang.collective = newest;
+    for (size_t rank = 0; rank < entered.size(); ++rank)
+      (entered[rank] < newest ? hang.ranks : hang.waiting).push_back(static_cast<int>(rank));
+    hang.step = last_step.at(static_cast<size_t>(hang.ranks.front())) + 1;
+    return hang;
+  }
+  const int64_t lowest = *std::min_element(last_step.begin(), last_step.end());
+  const int64_t highest = *std::max_element(last_step.begin(), last_step.end());
+  for (size_t rank = 0; rank < last_step.size(); ++rank)
+    if (lowest != highest ? last_step[rank] == lowest : true)
+      hang.ranks.push_back(static_cast<int>(rank));
+  hang.step = lowest + 1;
+  return hang;
+}
+
+std::string collective_wait(const HangReport& hang) {
+  if (hang.collective <= 0) return "";
+  return fmt::format("rank(s) {} never entered collective #{} (step {}) that rank(s) {} wait in",
+                     fmt::join(hang.ranks, ","), hang.collective, hang.step,
+                     fmt::join(hang.waiting, ","));
+}
+
+std::string stacks_in_log(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, stacks;
+  int lines = 0;
+  bool in_dump = false;
+  while (std::getline(in, line) && lines < 40) {
+    const bool header = starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x");
+    in_dump = in_dump || header;
+    if (!in_dump || line.empty()) continue;
+    stacks += "\n    " + line;
+    ++lines;
+  }
+  return stacks;
+}
+
+}  // namespace faultline::harness

@@ -1,0 +1,56 @@
+// Tests for harness/launch/hang_report.cpp: the ranks of a hang named from their last step records
+// and collective heartbeats, as the supervisor and an import of a stopped job both name them.
+#include "harness/launch/hang_report.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace faultline::harness {
+namespace {
+using faultline::testing::ScratchDir;
+using faultline::testing::write_file;
+
+TEST(HangReport, RanksThatNeverEnteredTheCollectiveOthersWaitInAreTheHungOnes) {
+  // Ranks 0 and 2 entered collective #132 (step 130); rank 1 never did, after step 129.
+  const HangReport hang = describe_hang({129, 129, 129}, {132, 131, 132}, 5);
+  EXPECT_EQ(hang.ranks, std::vector<int>{1});
+  EXPECT_EQ(hang.waiting, (std::vector<int>{0, 2}));
+  EXPECT_EQ(hang.collective, 132);
+  EXPECT_EQ(hang.step, 130);
+  EXPECT_EQ(collective_wait(hang),
+            "rank(s) 1 never entered collective #132 (step 130) that rank(s) 0,2 wait in");
+}
+
+TEST(HangReport, WithoutHeartbeatsTheRanksBehindAreNamedAndNoCollective) {
+  const HangReport behind = describe_hang({40, 37, 40}, {0, 0, 0}, 61);
+  EXPECT_EQ(behind.ranks, std::vector<int>{1});
+  EXPECT_EQ(behind.step, 38);
+  EXPECT_EQ(behind.collective, 0);
+  EXPECT_EQ(collective_wait(behind), "");
+  // All in the same place, in the same collective: none stands out, so all are named.
+  const HangReport level = describe_hang({12, 12}, {13, 13}, 61);
+  EXPECT_EQ(level.ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(level.step, 13);
+  EXPECT_EQ(level.collective, 0);
+  EXPECT_TRUE(describe_hang({}, {}, 0).ranks.empty());
+}
+
+TEST(HangReport, StacksAreTheFaulthandlerBlocksOfALogAndNothingElse) {
+  ScratchDir dir;
+  write_file(dir.file("rank1.log"),
+             "step 129 loss 1.56\n"
+             "Current thread 0x00007fe92b6c2040 (most recent call first):\n"
+             "  File \"train.py\", line 209 in at_step_start\n"
+             "  File \"train.py\", line 325 in <module>\n");
+  EXPECT_EQ(stacks_in_log(dir.file("rank1.log")),
+            "\n    Current thread 0x00007fe92b6c2040 (most recent call first):"
+            "\n      File \"train.py\", line 209 in at_step_start"
+            "\n      File \"train.py\", line 325 in <module>");
+  write_file(dir.file("quiet.log"), "step 1 loss 2.0\n");
+  EXPECT_EQ(stacks_in_log(dir.file("quiet.log")), "");
+  EXPECT_EQ(stacks_in_log(dir.file("missing.txt")), "");
+}
+
+}  // namespace
+}  // namespace faultline::harness
