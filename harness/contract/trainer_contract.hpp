@@ -105,6 +105,14 @@ class TrainerContract {
   std::shared_ptr<const CommandTrainer> command_;  // null: faultline-train
 };
 
+// The variables a trial speaks to its trainer through: FAULTLINE_METRICS, _OUT, _RESUME,
+// _STACKS, _HOST and each ask's FAULTLINE_<NAME> (ask_names()).
+std::vector<std::string> trial_variables();
+// Unsets them in this process, whose environment every rank inherits: a trial is given the ones
+// it asks and no others (a job script that exported the helper's FAULTLINE_RESUME would
+// otherwise make every trial resume from that checkpoint).
+void forget_inherited_trial_variables();
+
 // The checkpoints a stored run's events name, by step: the one it resumed from (if any), then
 // those it wrote. Only files that still exist.
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id);

@@ -42,6 +42,17 @@ std::vector<std::string> bundled_argv(const TrialSpec& spec, const std::string& 
 
 }  // namespace
 
+std::vector<std::string> trial_variables() {
+  std::vector<std::string> names = {"FAULTLINE_METRICS", "FAULTLINE_OUT", "FAULTLINE_RESUME",
+                                    "FAULTLINE_STACKS", "FAULTLINE_HOST"};
+  for (const auto& ask : ask_names()) names.push_back("FAULTLINE_" + upper(ask));
+  return names;
+}
+
+void forget_inherited_trial_variables() {
+  for (const auto& name : trial_variables()) unsetenv(name.c_str());
+}
+
 std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
                                                const std::string& trainer) const {
   if (!command_) return bundled_argv(spec, trainer);

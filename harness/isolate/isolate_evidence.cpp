@@ -53,6 +53,8 @@ Evidence load_evidence(Context& context, int64_t run_id) {
   if (!rank_check) evidence.failure = *failure;
   evidence.checkpoints = contract::checkpoints(store, run->id);
   evidence.steps = run->steps;
+  evidence.stopped_writing = is_imported(*run) && evidence.failure &&
+                             evidence.failure->kind == detectors::FailureKind::Crash;
   return evidence;
 }
 
@@ -108,8 +110,10 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
     if (outcome.verdict == Verdict::InfraError)
       throw InfraError("the replay from checkpoint " + from->path +
                        " could not run: " + outcome.infra_detail);
-    if (auto shown_again = failure_of(outcome, failure.kind);
-        shown_again && outcome.verdict == Verdict::Fail)
+    auto shown_again = failure_of(outcome, failure.kind);
+    if (!shown_again && evidence.stopped_writing)
+      shown_again = failure_of(outcome, detectors::FailureKind::Hang);
+    if (shown_again && outcome.verdict == Verdict::Fail)
       return Reproduction{spec, outcome, *shown_again, from};
     why_not = "the replay of steps " + std::to_string(from->step + 1) + ".." +
               std::to_string(shown) + " at " + std::to_string(spec.ranks) +

@@ -90,6 +90,9 @@ struct Evidence {
   std::optional<detectors::Failure> failure;  // nullopt: a passing multi-rank run (rank check)
   std::vector<contract::Checkpoint> checkpoints;
   int64_t steps = 0;  // the steps it ran
+  // An imported run's crash is a rank that stopped writing, with no exit status to say why: a
+  // replay that hangs where it stopped shows the same failure, better named.
+  bool stopped_writing = false;
 };
 Evidence load_evidence(Context& context, int64_t run_id);
 // The stored run as an outcome the rank search can compare with (it ran nothing new).

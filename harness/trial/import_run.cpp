@@ -28,6 +28,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kImportLauncher = "import";  // an imported run's launcher, as stored
+
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
 // faultline-train's start event carries its config as TOML text; another trainer's is a JSON
 // object (stored as its text) or absent.
@@ -151,8 +153,12 @@ const char* to_string(ImportedConfig config) {
   return "foreign";
 }
 
+bool is_imported(const store::RunInfo& run) {
+  return run.launcher == kImportLauncher;
+}
+
 bool is_launchable_config(const store::RunInfo& run) {
-  return run.launcher != "import" || (!run.config.empty() && run.config.front() != '{');
+  return !is_imported(run) || (!run.config.empty() && run.config.front() != '{');
 }
 
 ImportResult import_run(store::Store& store, const ImportRequest& request) {
@@ -185,7 +191,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.config_hash = start.value("config_hash", "");
   info.config_path = start.value("config_source", "");
   info.ranks = ranks;
-  info.launcher = "import";
+  info.launcher = kImportLauncher;
   info.parent = "import:" + given.string();
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();

@@ -48,6 +48,9 @@ struct ImportResult {
 
 ImportResult import_run(store::Store& store, const ImportRequest& request);
 
+// Whether a stored run was imported (its launcher is "import"), not launched by faultline.
+bool is_imported(const store::RunInfo& run);
+
 // Whether faultline can launch a stored run again: false for one imported without a recipe whose
 // trainer is not faultline-train (its stored config is that trainer's own JSON, or none).
 bool is_launchable_config(const store::RunInfo& run);

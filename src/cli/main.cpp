@@ -19,6 +19,7 @@
 #include "cli/run_context.hpp"
 #include "cli/version.hpp"
 #include "common/error.hpp"
+#include "harness/contract/trainer_contract.hpp"
 
 int main(int argc, char** argv) {
   using namespace faultline::cli;
@@ -42,7 +43,11 @@ int main(int argc, char** argv) {
   add_gc_command(app);
   app.require_subcommand(0, 1);
 
-  // 2. Parse and run, 3. report: user errors are caught here and nowhere else. With --json a
+  // 2. The trainer contract's variables in this shell (a job script's, exported for the helper)
+  // are not passed on: every trial is given exactly the ones it asks.
+  faultline::harness::contract::forget_inherited_trial_variables();
+
+  // 3. Parse and run, 4. report: user errors are caught here and nowhere else. With --json a
   // failure is still one JSON document on stdout.
   bool json = false;
   for (int i = 1; i < argc; ++i) json = json || std::strcmp(argv[i], "--json") == 0;

@@ -76,6 +76,43 @@ ProcessResult run_helper_job(const std::string& job, std::vector<std::string> ar
                       300});
 }
 
+// One rank of a job, run as its job script runs it (the helper's variables, its stacks to
+// FAULTLINE_STACKS, checkpoints every 50 steps in `job`), stopped as a job's time limit stops it
+// once `watched` holds `text`: SIGUSR1 (sbatch --signal=USR1@60), again about every second until
+// the rank's stacks show `where` (a rank may still be on its way to a planted hang), then SIGTERM.
+ProcessSpec job_rank_stopped_by_time_limit(const std::string& job, int rank, int world,
+                                           const std::string& port,
+                                           const std::vector<std::string>& args,
+                                           const std::string& watched, const std::string& text,
+                                           const std::string& where) {
+  ProcessSpec spec{{"/usr/bin/python3", kExamples + "/train.py", "--log-every", "0"},
+                   {{"FAULTLINE_METRICS", job + "/metrics.rank{rank}.jsonl"},
+                    {"FAULTLINE_STACKS", job + "/stacks.rank{rank}.txt"},
+                    {"FAULTLINE_OUT", job},
+                    {"FAULTLINE_CHECKPOINT_EVERY", "50"},
+                    {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"},
+                    {"RANK", std::to_string(rank)},
+                    {"WORLD_SIZE", std::to_string(world)},
+                    {"MASTER_ADDR", "127.0.0.1"},
+                    {"MASTER_PORT", port}},
+                   300};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  const std::string stacks = job + "/stacks.rank" + std::to_string(rank) + ".txt";
+  auto contains = [](const std::string& path, const std::string& part) {
+    return text_of(path).find(part) != std::string::npos;
+  };
+  spec.signal_when = [=, polls = 0]() mutable {
+    if (polls < 0) return 0;
+    if (polls == 0 && !contains(watched, text)) return 0;
+    if (contains(stacks, where)) {
+      polls = -1;
+      return SIGTERM;
+    }
+    return polls++ % 50 == 0 ? SIGUSR1 : 0;
+  };
+  return spec;
+}
+
 // `isolate --run` of a stored run whose NaN at step 150 follows its checkpoint of step 100: the
 // search starts from that checkpoint (one interval, then at most a one-step replay per half
 // batch), and `repro` of the finding is bitwise identical. Returns the finding's document.
@@ -357,6 +394,27 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
 }
 
+// faultline run from a job script that exported the helper's variables for the job itself: a
+// trial gets the variables it asks for and none of the shell's (that FAULTLINE_RESUME made
+// every trial resume from another run's checkpoint, and FAULTLINE_STOP_AFTER cut it short).
+TEST(ExternalTrainer, ATrialGetsOnlyTheVariablesItAsksNotTheOnesAJobScriptExported) {
+  const std::string dir = make_temp_dir("ext-job-env");
+  const std::map<std::string, std::string> exported = {
+      {"FAULTLINE_RESUME", dir + "/no-such-checkpoint.pt"},
+      {"FAULTLINE_STOP_AFTER", "3"},
+      {"FAULTLINE_CHECKPOINT_EVERY", "7"},
+      {"FAULTLINE_METRICS", dir + "/job-metrics.rank{rank}.jsonl"}};
+  for (const auto& [name, value] : exported) setenv(name.c_str(), value.c_str(), 1);
+  auto cli = faultline_cli({"train", "-c", kHelper, "--set", "train.steps=20", "--json"}, dir, 300);
+  for (const auto& [name, value] : exported) unsetenv(name.c_str());
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("steps"), 20);  // from step 1, to the end
+  EXPECT_FALSE(fs::exists(dir + "/job-metrics.rank0.jsonl"));
+  for (const auto& entry : fs::directory_iterator(dir + "/runs/run-1"))
+    EXPECT_EQ(entry.path().extension(), entry.path().filename() == "rank0.log" ? ".log" : ".jsonl")
+        << entry.path();  // no checkpoints: none was asked for
+}
+
 // A job of two ranks whose rank 1 never comes back at step 130, stopped from outside as a job's
 // time limit stops it: every task gets SIGUSR1 (sbatch --signal=USR1@60: the helper writes its
 // stacks to FAULTLINE_STACKS), then SIGTERM. Rank 0 waits in the allreduce of step 130 then. No
@@ -366,40 +424,14 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   const std::string dir = make_temp_dir("ext-import-hang");
   const std::string job = dir + "/job";
   const std::string port = std::to_string(free_port());
-  auto contains = [](const std::string& path, const std::string& text) {
-    return text_of(path).find(text) != std::string::npos;
-  };
-  std::vector<ProcessSpec> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ProcessSpec spec{{"/usr/bin/python3", kExamples + "/train.py", "--log-every", "0", "--steps",
-                      "200", "--hang-rank", "1", "--hang-step", "130"},
-                     {{"FAULTLINE_METRICS", job + "/metrics.rank{rank}.jsonl"},
-                      {"FAULTLINE_STACKS", job + "/stacks.rank{rank}.txt"},
-                      {"FAULTLINE_OUT", job},
-                      {"FAULTLINE_CHECKPOINT_EVERY", "50"},
-                      {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"},
-                      {"RANK", std::to_string(rank)},
-                      {"WORLD_SIZE", "2"},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", port}},
-                     300};
-    // Signalled once rank 0 waits in step 130's allreduce; SIGUSR1 again (about every second)
-    // until the rank's stacks show where it is, since rank 1 may still be on its way to the
-    // planted sleep; then SIGTERM.
-    const std::string stacks = job + "/stacks.rank" + std::to_string(rank) + ".txt";
-    const std::string where = rank == 1 ? "in at_step_start" : "in all_reduce";
-    spec.signal_when = [=, polls = 0]() mutable {
-      if (polls < 0) return 0;
-      if (polls == 0 && !contains(job + "/metrics.rank0.jsonl", R"("op":"allreduce","step":130,)"))
-        return 0;
-      if (contains(stacks, where)) {
-        polls = -1;
-        return SIGTERM;
-      }
-      return polls++ % 50 == 0 ? SIGUSR1 : 0;
-    };
-    ranks.push_back(spec);
-  }
+  const std::vector<std::string> args = {"--steps", "200",         "--hang-rank",
+                                         "1",       "--hang-step", "130"};
+  // Stopped once rank 0 waits in step 130's allreduce; rank 1 is then at its planted sleep.
+  const std::string rank0 = job + "/metrics.rank0.jsonl";
+  const std::string waits = R"("op":"allreduce","step":130,)";
+  std::vector<ProcessSpec> ranks = {
+      job_rank_stopped_by_time_limit(job, 0, 2, port, args, rank0, waits, "in all_reduce"),
+      job_rank_stopped_by_time_limit(job, 1, 2, port, args, rank0, waits, "in at_step_start")};
   for (const auto& ran : run_processes(ranks)) ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
 
   auto imported =
@@ -429,6 +461,41 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 2);  // one rank replaying both cannot hang
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 2 * 30) << cli.doc.dump();
+}
+
+// The same on one rank: no collective heartbeats, so the import cannot tell a hang from a death
+// and says the rank stopped writing (a crash, with the stacks it wrote); the replay from its
+// checkpoint hangs where it stopped, and the finding is that hang.
+TEST(ExternalTrainer, AOneRankJobThatStoppedWritingIsFoundToHangByItsReplay) {
+  const std::string dir = make_temp_dir("ext-import-hang1");
+  const std::string job = dir + "/job";
+  auto ran = run_process(job_rank_stopped_by_time_limit(
+      job, 0, 1, std::to_string(free_port()),
+      {"--steps", "200", "--hang-rank", "0", "--hang-step", "130"}, job + "/metrics.rank0.jsonl",
+      R"("type":"step","step":129,)", "in at_step_start"));
+  ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
+  auto imported =
+      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
+                              {"train.steps=200", "fault.hang_rank=0", "fault.hang_step=130"}),
+                    dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  const auto& failures = imported.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"crash"}) << imported.doc.dump();
+  EXPECT_EQ(failures[0].at("step"), 130);
+  const std::string detail = failures[0].at("detail");
+  EXPECT_THAT(detail, HasSubstr("rank 0 wrote no end event after step 129: it died or was "
+                                "stopped from outside"));
+  EXPECT_THAT(detail, HasSubstr("in at_step_start"));  // its stacks, from stacks.rank0.txt
+
+  auto cli =
+      faultline_cli({"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()),
+                     "--step-timeout", "5", "--json"},
+                    dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "hang");
+  EXPECT_EQ(cli.doc.at("step"), 130);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 30) << cli.doc.dump();
 }
 
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
