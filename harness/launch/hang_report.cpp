@@ -43,17 +43,28 @@ std::string collective_wait(const HangReport& hang) {
 }
 
 std::string stacks_in_log(const std::string& path) {
+  // A rank signalled twice (a launcher that relays a signal, a job asked again) dumps the same
+  // stacks twice: each distinct block is kept once.
   std::ifstream in(path);
-  std::string line, stacks;
-  int lines = 0;
-  bool in_dump = false;
-  while (std::getline(in, line) && lines < 40) {
-    const bool header = starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x");
-    in_dump = in_dump || header;
-    if (!in_dump || line.empty()) continue;
-    stacks += "\n    " + line;
-    ++lines;
+  std::vector<std::string> blocks;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x"))
+      blocks.emplace_back();
+    if (!blocks.empty() && !line.empty()) blocks.back() += "\n    " + line;
   }
+  std::vector<std::string> distinct;
+  for (const auto& block : blocks)
+    if (std::find(distinct.begin(), distinct.end(), block) == distinct.end())
+      distinct.push_back(block);
+  std::string stacks;
+  int lines = 0;
+  for (const auto& block : distinct)
+    for (size_t at = 0; at < block.size() && lines < 40; ++lines) {
+      const size_t next = block.find('\n', at + 1);
+      stacks += block.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      at = next == std::string::npos ? block.size() : next;
+    }
   return stacks;
 }
 

@@ -27,8 +27,8 @@ HangReport describe_hang(const std::vector<int64_t>& last_step, const std::vecto
 std::string collective_wait(const HangReport& hang);
 
 // The stacks a rank wrote when asked (Python's faulthandler: "Thread 0x... (most recent call
-// first):" blocks) in a log or stacks file, at most 40 lines, each on its own indented line; ""
-// when it wrote none.
+// first):" blocks) in a log or stacks file, each distinct block once, at most 40 lines, each on
+// its own indented line; "" when it wrote none.
 std::string stacks_in_log(const std::string& path);
 
 }  // namespace faultline::harness

@@ -47,6 +47,15 @@ TEST(HangReport, StacksAreTheFaulthandlerBlocksOfALogAndNothingElse) {
             "\n    Current thread 0x00007fe92b6c2040 (most recent call first):"
             "\n      File \"train.py\", line 209 in at_step_start"
             "\n      File \"train.py\", line 325 in <module>");
+  // Signalled twice, it dumped the same stacks twice: shown once. A different dump is kept.
+  const std::string dump =
+      "Current thread 0x00007fe92b6c2040 (most recent call first):\n"
+      "  File \"train.py\", line 209 in at_step_start\n";
+  write_file(dir.file("twice.txt"), dump + dump + "Thread 0x01 (most recent call first):\n");
+  EXPECT_EQ(stacks_in_log(dir.file("twice.txt")),
+            "\n    Current thread 0x00007fe92b6c2040 (most recent call first):"
+            "\n      File \"train.py\", line 209 in at_step_start"
+            "\n    Thread 0x01 (most recent call first):");
   write_file(dir.file("quiet.log"), "step 1 loss 2.0\n");
   EXPECT_EQ(stacks_in_log(dir.file("quiet.log")), "");
   EXPECT_EQ(stacks_in_log(dir.file("missing.txt")), "");
