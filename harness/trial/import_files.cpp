@@ -23,6 +23,39 @@ std::string rank_file(const fs::path& dir, int rank, const LogRecords* log) {
       .string();
 }
 
+// The step a record is about; nullopt for an event without one (start, resume, end).
+std::optional<int64_t> step_of(const MetricsRecord& record) {
+  return std::visit(
+      [](const auto& r) -> std::optional<int64_t> {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, EventRecord>)
+          return r.step;
+        else if constexpr (std::is_same_v<R, GpuRecord>)
+          return std::nullopt;
+        else
+          return r.step;
+      },
+      record);
+}
+
+// A restarted part's first step record supersedes what the parts before it recorded from that
+// step on (their records up to `part_begin`): the last run of each step is the one kept.
+int64_t drop_superseded(std::vector<MetricsRecord>& records, size_t& part_begin, int64_t first) {
+  int64_t rerun = 0;
+  std::vector<MetricsRecord> kept;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto step = step_of(records[i]);
+    if (i < part_begin && step && *step >= first) {
+      rerun += std::holds_alternative<StepRecord>(records[i]);
+      continue;
+    }
+    kept.push_back(std::move(records[i]));
+  }
+  part_begin -= records.size() - kept.size();
+  records = std::move(kept);
+  return rerun;
+}
+
 // A checkpoint event's path, relative paths read from the run's directory.
 std::string checkpoint_file(const fs::path& dir, const std::string& path) {
   return fs::path(path).is_absolute() ? path : (dir / path).string();
@@ -83,6 +116,8 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t begin = 0;
   int64_t line_number = 0;
+  size_t part_begin = 0;   // where the records of the part after the last restart begin
+  bool restarted = false;  // a restart whose first step record is still to come
   while (begin < text.size()) {
     size_t end = text.find('\n', begin);
     const bool complete = end != std::string::npos;
@@ -109,11 +144,26 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
       continue;
     }
     const MetricsRecord& record = *parsed.record;
-    if (const auto* step = std::get_if<StepRecord>(&record))
+    if (const auto* step = std::get_if<StepRecord>(&record)) {
+      if (restarted) {
+        file.restarts.back().rerun = drop_superseded(file.records, part_begin, step->step);
+        restarted = false;
+      }
       file.last_step = std::max(file.last_step, step->step);
+    }
     if (const auto* event = std::get_if<EventRecord>(&record)) {
       const json fields = json::parse(event->json, nullptr, false);
-      if (event->name == "start" && !file.start) file.start = fields;
+      if (event->name == "start") {
+        if (file.start) {
+          file.restarts.push_back({rank, file.last_step, file.ended, 0, 0});
+          file.ended = false;
+          part_begin = file.records.size();
+          restarted = true;
+        }
+        file.start = fields;
+      }
+      if (event->name == "resume" && restarted && event->step)
+        file.restarts.back().resumed_from = *event->step;
       if (event->name == "end") file.ended = true;
       if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
           fields["seq"].is_number_integer())
@@ -136,6 +186,12 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
       }
     }
     file.records.push_back(record);
+  }
+  if (!file.restarts.empty()) {  // the steps a restart superseded may have gone further
+    file.last_step = 0;
+    for (const auto& kept : file.records)
+      if (const auto* step = std::get_if<StepRecord>(&kept))
+        file.last_step = std::max(file.last_step, step->step);
   }
   file.stacks_path = stacks_file(files.dir, rank);
   file.stacks = stacks_in_log(file.stacks_path);

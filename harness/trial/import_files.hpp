@@ -15,12 +15,25 @@
 
 namespace faultline::harness {
 
+// A restart inside one rank's file: a job requeued, or restarted by hand from a checkpoint,
+// appends a new start event (and a resume event) to the same metrics file. The records kept are
+// the last run of each step, as the run's final trajectory.
+struct Restart {
+  int rank = 0;
+  int64_t stopped_after = 0;  // the last step before it
+  bool ended = false;         // the part before it wrote an end event
+  int64_t resumed_from = 0;   // the step of the checkpoint it resumed from (0: from the start)
+  int64_t rerun = 0;          // steps the part before it had run that it ran again
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, rank, stopped_after, ended, resumed_from, rerun)
+
 struct RankFile {
   std::string path;
   std::vector<MetricsRecord> records;  // checkpoint events with their paths made absolute
   std::vector<std::pair<std::string, std::string>> malformed;  // line, error
-  std::optional<nlohmann::json> start;                         // a log has none
-  bool ended = false;  // it has an end event (a log never has)
+  std::optional<nlohmann::json> start;                         // its last part's (a log has none)
+  bool ended = false;  // its last part has an end event (a log never has)
+  std::vector<Restart> restarts;
   int64_t last_step = 0;
   int64_t collective_entered = 0;  // the newest collective heartbeat's seq (0: none)
   // The Python stacks it wrote when signalled (SIGUSR1, e.g. sbatch --signal=USR1@60), from

@@ -196,7 +196,10 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
   const auto config = bundled_config(start, info.config, files[0].path);
-  for (const auto& file : files) result.last_step = std::max(result.last_step, file.last_step);
+  for (const auto& file : files) {
+    result.last_step = std::max(result.last_step, file.last_step);
+    result.restarts.insert(result.restarts.end(), file.restarts.begin(), file.restarts.end());
+  }
   info.steps = result.last_step;
   result.trainer = trainer_of(start);
   int64_t warmup_steps = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/contract/recipe.hpp"
+#include "harness/trial/import_files.hpp"
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/thresholds.hpp"
 #include "store/store.hpp"
@@ -44,6 +45,7 @@ struct ImportResult {
   Verdict verdict = Verdict::Pass;
   std::vector<detectors::Failure> failures;
   std::vector<MalformedLines> malformed;
+  std::vector<Restart> restarts;  // each rank's, in rank order
 };
 
 ImportResult import_run(store::Store& store, const ImportRequest& request);

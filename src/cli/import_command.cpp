@@ -2,6 +2,9 @@
 #include "cli/import_command.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -42,6 +45,35 @@ void print_foreign_note(const harness::ImportResult& result, const std::string& 
       dir);
 }
 
+// A job restarted from a checkpoint appended to its metrics files: say so, once for the ranks
+// that restarted alike, and why the steps counted are its last run of each.
+void print_restarts(const std::vector<harness::Restart>& restarts) {
+  std::vector<std::pair<harness::Restart, std::vector<int>>> alike;
+  for (const auto& restart : restarts) {
+    auto same = std::find_if(alike.begin(), alike.end(), [&](const auto& group) {
+      const auto& r = group.first;
+      return r.stopped_after == restart.stopped_after && r.ended == restart.ended &&
+             r.resumed_from == restart.resumed_from && r.rerun == restart.rerun;
+    });
+    if (same == alike.end())
+      alike.push_back({restart, {restart.rank}});
+    else
+      same->second.push_back(restart.rank);
+  }
+  for (const auto& [r, ranks] : alike)
+    fmt::print("  note: rank(s) {} restarted after step {} ({}), {}{}\n", fmt::join(ranks, ","),
+               r.stopped_after,
+               r.ended ? "it had ended"
+                       : "with no end event: a crash, a hang or a preemption, the records "
+                         "cannot tell",
+               r.resumed_from > 0 ? fmt::format("from the checkpoint of step {}", r.resumed_from)
+                                  : std::string("from the start"),
+               r.rerun > 0 ? fmt::format(": steps {}..{} ran twice, and their records are the "
+                                         "second run's",
+                                         r.resumed_from + 1, r.stopped_after)
+                           : std::string());
+}
+
 int run_import(const ImportArgs& args) {
   harness::ImportRequest request;
   request.dir = args.dir;
@@ -72,7 +104,8 @@ int run_import(const ImportArgs& args) {
                             {"config", harness::to_string(result.config)},
                             {"trainer", result.trainer},
                             {"failures", failures_json(result.failures)},
-                            {"malformed", result.malformed}}
+                            {"malformed", result.malformed},
+                            {"restarts", result.restarts}}
                            .dump());
   } else {
     fmt::print("imported run {}: {}  ({} rank(s), {} steps, {} checkpoint(s))\n", result.run_id,
@@ -80,6 +113,7 @@ int run_import(const ImportArgs& args) {
                result.checkpoints);
     print_failures(result.failures);
     print_malformed(result.malformed);
+    print_restarts(result.restarts);
     if (result.config == harness::ImportedConfig::Foreign)
       print_foreign_note(result, args.dir);
     else if (result.verdict == harness::Verdict::Fail)

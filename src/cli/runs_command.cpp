@@ -37,7 +37,9 @@ int64_t steps_run(const store::MetricsSummary& summary) {
   return summary.ranks > 0 ? summary.steps / summary.ranks : 0;
 }
 
+// How long it ran; unknown for an imported run, whose times in the store are the import's.
 std::optional<double> duration_of(const store::RunInfo& run) {
+  if (harness::origin_of(run.parent) == harness::RunOrigin::Import) return std::nullopt;
   return seconds_between(run.started_at, run.ended_at);
 }
 

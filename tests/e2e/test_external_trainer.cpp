@@ -394,6 +394,55 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
 }
 
+// A job preempted after step 120 and requeued: the second run resumes from the checkpoint of
+// step 100 and appends to the same metrics file, then hits the NaN at 150. The import keeps the
+// last run of each step, says the job restarted, and isolate replays from that checkpoint.
+TEST(ExternalTrainer, ARequeuedJobIsImportedAsItsLastRunOfEachStepAndSaysItRestarted) {
+  const std::string dir = make_temp_dir("ext-import-requeue");
+  const std::string job = dir + "/job";
+  const std::vector<std::string> argv = {"/usr/bin/python3", kExamples + "/train.py",
+                                         "--log-every",      "0",
+                                         "--steps",          "200",
+                                         "--nan-step",       "150",
+                                         "--nan-layer",      "blocks.0.attn"};
+  const std::map<std::string, std::string> env = {
+      {"FAULTLINE_METRICS", job + "/metrics.rank0.jsonl"},
+      {"FAULTLINE_OUT", job},
+      {"FAULTLINE_CHECKPOINT_EVERY", "50"},
+      {"PYTHONPATH", FAULTLINE_SOURCE_DIR "/probes/python"}};
+  ProcessSpec first{argv, env, 300};
+  first.kill_when = [&] {
+    return text_of(job + "/metrics.rank0.jsonl").find(R"("type":"step","step":120,)") !=
+           std::string::npos;
+  };
+  ASSERT_EQ(run_process(first).signal, SIGKILL);
+  auto requeued = env;
+  requeued["FAULTLINE_RESUME"] = job + "/ckpt-step000100.pt";
+  const auto second = run_process({argv, requeued, 300});
+  ASSERT_EQ(second.exit_code, 3) << second.output;  // halted on the NaN
+
+  auto imported = faultline_cli(
+      with_sets({"import", job, "-c", kHelper, "--json"},
+                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"}),
+      dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
+  EXPECT_EQ(imported.doc.at("last_step"), 150);
+  ASSERT_EQ(imported.doc.at("restarts").size(), 1u) << imported.doc.dump();
+  const auto& restart = imported.doc.at("restarts")[0];
+  EXPECT_EQ(restart.at("resumed_from"), 100);
+  EXPECT_FALSE(restart.at("ended").get<bool>());
+  const int64_t stopped = restart.at("stopped_after");
+  EXPECT_GE(stopped, 120);
+  EXPECT_EQ(restart.at("rerun"), stopped - 100);
+  // One record per step, the second run's: the stored run has 150 steps, not 150 + rerun.
+  auto runs = faultline_cli({"runs", "--json"}, dir);
+  ASSERT_EQ(runs.result.exit_code, 0) << runs.result.output;
+  EXPECT_EQ(runs.doc.at("runs")[0].at("steps_run"), 150) << runs.doc.dump();
+  expect_isolated_from_checkpoint_100(dir,
+                                      std::to_string(imported.doc.at("run_id").get<int64_t>()));
+}
+
 // faultline run from a job script that exported the helper's variables for the job itself: a
 // trial gets the variables it asks for and none of the shell's (that FAULTLINE_RESUME made
 // every trial resume from another run's checkpoint, and FAULTLINE_STOP_AFTER cut it short).
