@@ -98,6 +98,10 @@ class TrainerContract {
   // The command line a person runs to reproduce `spec` (faultline-train: without --out; a
   // command trainer's run directory, {out} and FAULTLINE_OUT, is kPastedOutDir in its folder).
   std::vector<std::string> argv(const TrialSpec& spec, const std::string& trainer) const;
+  // That command as shell text. With several ranks and a trainer that runs one rank per process,
+  // a loop starts one per rank with the torchrun variables, as a trial does; a trainer that
+  // starts its own ranks (ranks_from = "torchrun") is the one command.
+  std::string pasted_command(const TrialSpec& spec, const std::string& trainer) const;
   static constexpr const char* kPastedOutDir = "faultline-repro";
 
  private:

@@ -1,10 +1,13 @@
 // How the contract starts a trainer: faultline-train's argv with its keys, or a command
 // trainer's argv filled from its recipe, its asks as FAULTLINE_* variables, and its folder.
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "common/text.hpp"
 #include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
@@ -64,6 +67,16 @@ std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
     if (name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
   argv.insert(argv.end(), command.argv.begin(), command.argv.end());
   return argv;
+}
+
+std::string TrainerContract::pasted_command(const TrialSpec& spec,
+                                            const std::string& trainer) const {
+  const std::string one = shell_command(argv(spec, trainer));
+  if (spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher)) return one;
+  return fmt::format(
+      "for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT=29500 {} & done; wait",
+      spec.ranks - 1, spec.ranks, one);
 }
 
 RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,

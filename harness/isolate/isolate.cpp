@@ -299,7 +299,9 @@ IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& 
   info.kind = to_string(finding.kind);
   info.fields_json = to_json(finding).dump();
   info.repro_json = json{{"spec", spec_to_json(finding.repro)},
-                         {"argv", trainer_argv(finding.repro, options_.trainer)}}
+                         {"argv", trainer_argv(finding.repro, options_.trainer)},
+                         {"command", contract::TrainerContract::of(finding.repro.config_path)
+                                         .pasted_command(finding.repro, options_.trainer)}}
                         .dump();
   info.search_id = result.search_id;
   result.finding_id = store_.add_finding(info);

@@ -33,6 +33,11 @@ json finding_document(const store::FindingInfo& finding) {
   if (evidence.contains("ranks")) doc["rank_evidence"] = evidence.at("ranks");
   doc["failing_run"] = evidence.value("failing_run", json());
   doc["repro"] = repro.value("argv", json());
+  // The text to paste (a rank loop for several ranks); a finding stored before it had one is its
+  // argv quoted.
+  doc["repro_command"] = repro.contains("command")
+                             ? repro["command"].get<std::string>()
+                             : shell_command(repro.value("argv", std::vector<std::string>{}));
   doc["detail"] = fields.value("detail", json());
   doc["created_at"] = finding.created_at;
   return doc;
@@ -90,9 +95,7 @@ void print_finding(const store::FindingInfo& finding) {
   if (!doc["failing_run"].is_null())
     fmt::print("  run:      from failing run {}\n", text_of(doc["failing_run"]));
   for (const auto& why : doc["skipped"]) fmt::print("  note:     {}\n", text_of(why));
-  std::vector<std::string> argv;
-  for (const auto& arg : doc["repro"]) argv.push_back(text_of(arg));
-  fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, shell_command(argv));
+  fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, text_of(doc["repro_command"]));
 }
 
 std::optional<int64_t> finding_reference(const std::string& text) {

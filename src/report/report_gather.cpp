@@ -89,6 +89,15 @@ void add_fact(std::vector<Fact>& facts, const std::string& label, const json& va
     facts.push_back({label, text_of(value)});
 }
 
+// A detail's first line is a fact; the lines below it (the stacks a hung rank wrote) are a block
+// of their own, kept as lines.
+void add_detail(Report& report, const std::string& detail) {
+  if (detail.empty()) return;
+  const size_t end = detail.find('\n');
+  add_fact(report.location, "detail", json(detail.substr(0, end)));
+  if (end != std::string::npos) report.detail_block = detail.substr(end + 1);
+}
+
 store::RunInfo load_run(const store::Store& store, int64_t run_id) {
   auto run = store.get_run(run_id);
   if (!run)
@@ -233,7 +242,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   if (fields.value("ranks", json::array()).size() > 1)
     add_fact(report.location, "ranks", fields["ranks"]);
   add_fact(report.location, "host", fields.value("host", json()));
-  add_fact(report.location, "detail", fields.value("detail", json()));
+  add_detail(report, fields.value("detail", std::string()));
   report.rank_evidence = rank_table(evidence.value("ranks", json()));
 
   const json culprit = fields.value("config_culprit", json());
@@ -278,7 +287,9 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
 
   report.repro_command = fmt::format("faultline repro F{}", finding_id);
   report.trainer_command =
-      shell_command(repro.value("argv", json::array()).get<std::vector<std::string>>());
+      repro.contains("command")
+          ? repro["command"].get<std::string>()
+          : shell_command(repro.value("argv", json::array()).get<std::vector<std::string>>());
 
   // The curves: the failing run, the replay the finding stands on, and a healthy reference.
   const auto subject = load_run(store, failing_run);
@@ -351,7 +362,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
     add_fact(report.location, "module / parameter",
              first.where.empty() ? json() : json(first.where));
     add_fact(report.location, "rank", json(first.rank));
-    add_fact(report.location, "detail", first.detail.empty() ? json() : json(first.detail));
+    add_detail(report, first.detail);
   }
   report.summary = {{"recipe", run.config_path},
                     {"ranks", std::to_string(run.ranks)},

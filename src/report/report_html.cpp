@@ -122,7 +122,12 @@ std::string render_html(const Report& report) {
       "a non-finite value.</p>\n";
   html += "<div class=\"grid\">";
   if (!report.location.empty())
-    html += card(finding ? "Where it breaks" : "First anomaly", facts_list(report.location));
+    html +=
+        card(finding ? "Where it breaks" : "First anomaly",
+             facts_list(report.location) +
+                 (report.detail_block.empty()
+                      ? std::string()
+                      : "<pre class=\"detail\">" + html_escape(report.detail_block) + "</pre>"));
   html += card(finding ? "Reproduce" : "Command", repro_html(report));
   html += "</div>\n";
   if (!report.rank_evidence.rows.empty())

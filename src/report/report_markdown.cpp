@@ -65,6 +65,7 @@ std::string render_markdown(const Report& report) {
   const bool finding = report.subject == Subject::Finding;
   std::string out = fmt::format("### faultline · {}\n\n**{}**\n\n", report.title, report.verdict);
   facts_table(out, report.location);
+  if (!report.detail_block.empty()) out += fmt::format("```\n{}\n```\n\n", report.detail_block);
   if (!report.loss.empty()) {
     out += fmt::format("Loss over {} steps ({}{}):\n\n```\n{}\n```\n\n", report.loss.size(),
                        loss_range(report.loss),

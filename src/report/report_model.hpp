@@ -64,6 +64,7 @@ struct Report {
   bool failed = true;
   std::optional<int64_t> bad_step;
   std::vector<Fact> location;  // step, phase, module, samples, shards, rank, host
+  std::string detail_block;    // the lines of the detail below its first (a hang's stacks)
   Table rank_evidence;         // per-rank verdicts and timings (empty: none)
   std::vector<ConfigChange> config_culprit;
   bool has_baseline = false;  // config_culprit is meaningful

@@ -510,6 +510,9 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 2);  // one rank replaying both cannot hang
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 2 * 30) << cli.doc.dump();
+  // The command to paste starts both ranks, as the trial did.
+  EXPECT_THAT(cli.doc.at("repro_command").get<std::string>(),
+              HasSubstr("for r in $(seq 0 1); do RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 "));
 }
 
 // The same on one rank: no collective heartbeats, so the import cannot tell a hang from a death
@@ -545,6 +548,8 @@ TEST(ExternalTrainer, AOneRankJobThatStoppedWritingIsFoundToHangByItsReplay) {
   EXPECT_EQ(cli.doc.at("step"), 130);
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 30) << cli.doc.dump();
+  EXPECT_THAT(cli.doc.at("repro_command").get<std::string>(),
+              ::testing::StartsWith("env -C " + kExamples));  // one rank: no loop
 }
 
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -117,6 +118,43 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   EXPECT_EQ(loss.series[1].role, SeriesRole::Replay);
   EXPECT_EQ(loss.series[2].label, "baseline (run " + std::to_string(baseline) + ")");
   EXPECT_EQ(loss.series[3].role, SeriesRole::BandHigh);
+}
+
+TEST(ReportGather, AHangsStacksAreABlockAndItsRankLoopIsTheTrainerCommand) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"hang", 5, 1, ""}}, 4, 4);
+  store::FindingInfo info;
+  info.kind = "hang";
+  info.fields_json = json{{"kind", "hang"},
+                          {"step", 5},
+                          {"rank", 1},
+                          {"detail",
+                           "rank(s) 1 never entered collective #5 (step 5) that rank(s) 0 wait in; "
+                           "the stacks of rank 1 (SIGUSR1, from its log):\n"
+                           "    Current thread 0x01 (most recent call first):\n"
+                           "      File \"train.py\", line 209 in at_step_start"},
+                          {"min_scale", {{"ranks", 2}, {"from_step", 0}, {"steps", 5}}},
+                          {"evidence", {{"failing_run", failing}}}}
+                         .dump();
+  // Stored with the text to paste: one process per rank.
+  info.repro_json = json{
+      {"argv", {"python3", "train.py"}},
+      {"command",
+       "for r in $(seq 0 1); do RANK=$r ... python3 train.py & done; "
+       "wait"}}.dump();
+  const Report report = gather_finding(store, store.add_finding(info), {});
+  EXPECT_EQ(report.trainer_command,
+            "for r in $(seq 0 1); do RANK=$r ... python3 train.py & done; wait");
+  const auto detail = std::find_if(report.location.begin(), report.location.end(),
+                                   [](const Fact& fact) { return fact.label == "detail"; });
+  ASSERT_NE(detail, report.location.end());
+  EXPECT_EQ(detail->value,
+            "rank(s) 1 never entered collective #5 (step 5) that rank(s) 0 wait in; the stacks of "
+            "rank 1 (SIGUSR1, from its log):");
+  EXPECT_EQ(report.detail_block,
+            "    Current thread 0x01 (most recent call first):\n"
+            "      File \"train.py\", line 209 in at_step_start");
 }
 
 TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {

@@ -25,6 +25,17 @@ TEST(ReportMarkdown, HasTheFactsSparklineDiffAndRepro) {
   EXPECT_NE(md.find("```sh\nfaultline repro F2\n```"), std::string::npos) << md;
 }
 
+TEST(ReportMarkdown, TheLinesBelowADetailAreACodeBlockUnderTheFacts) {
+  Report report;
+  report.location = {{"detail", "the stacks of rank 1:"}};
+  report.detail_block = "    Current thread 0x01:\n      File \"train.py\", line 209";
+  const std::string md = render_markdown(report);
+  EXPECT_NE(md.find("| detail | `the stacks of rank 1:` |\n\n```\n    Current thread 0x01:\n"
+                    "      File \"train.py\", line 209\n```\n"),
+            std::string::npos)
+      << md;
+}
+
 TEST(ReportMarkdown, CellsCannotBreakTheTable) {
   EXPECT_EQ(markdown_cell("a|b\nc`d"), "a\\|b c'd");
 }
