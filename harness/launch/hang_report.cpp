@@ -48,10 +48,14 @@ std::string stacks_in_log(const std::string& path) {
   std::ifstream in(path);
   std::vector<std::string> blocks;
   std::string line;
+  bool in_block = false;  // a block is its header and the frames below it, up to a blank line
   while (std::getline(in, line)) {
-    if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x"))
+    if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) {
       blocks.emplace_back();
-    if (!blocks.empty() && !line.empty()) blocks.back() += "\n    " + line;
+      in_block = true;
+    }
+    if (line.empty()) in_block = false;
+    if (in_block) blocks.back() += "\n    " + line;
   }
   std::vector<std::string> distinct;
   for (const auto& block : blocks)

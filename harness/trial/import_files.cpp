@@ -164,7 +164,15 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
       }
       if (event->name == "resume" && restarted && event->step)
         file.restarts.back().resumed_from = *event->step;
-      if (event->name == "end") file.ended = true;
+      if (event->name == "end" && fields.is_object()) {
+        file.ended = true;
+        file.end_status = fields.value("status", json("")).is_string()
+                              ? fields.value("status", std::string())
+                              : std::string();
+        file.end_error = fields.value("error", json("")).is_string()
+                             ? fields.value("error", std::string())
+                             : std::string();
+      }
       if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
           fields["seq"].is_number_integer())
         file.collective_entered = std::max(file.collective_entered, fields["seq"].get<int64_t>());

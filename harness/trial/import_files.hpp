@@ -33,6 +33,9 @@ struct RankFile {
   std::vector<std::pair<std::string, std::string>> malformed;  // line, error
   std::optional<nlohmann::json> start;                         // its last part's (a log has none)
   bool ended = false;  // its last part has an end event (a log never has)
+  // That end event's status ("ok", a halt such as "nonfinite", or "error": an exception ended
+  // the script) and its error text.
+  std::string end_status, end_error;
   std::vector<Restart> restarts;
   int64_t last_step = 0;
   int64_t collective_entered = 0;  // the newest collective heartbeat's seq (0: none)

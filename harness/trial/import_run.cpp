@@ -29,6 +29,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kImportLauncher = "import";  // an imported run's launcher, as stored
+constexpr const char* kErrorEnd = "error";         // the end status of a script an exception ended
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
 // faultline-train's start event carries its config as TOML text; another trainer's is a JSON
@@ -97,6 +98,7 @@ std::string stacks_of(const RankFile& file, int rank) {
 // before the run's length stopped there. Ranks without an end event died or were stopped from
 // outside; when none ended and some wait in a collective the others never entered, the job was
 // stopped while they waited (its time limit, a cancel): a hang, named as a live trial names it.
+// A rank whose end event says an exception ended it (the helper's status "error") crashed.
 std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files, bool log,
                                              int64_t steps) {
   std::vector<detectors::Failure> failures;
@@ -128,6 +130,8 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                         hang.ranks.size() == 1 ? hang.ranks[0] : -1, detail});
     return failures;
   }
+  // Ranks that stopped writing first, then those an exception ended: the first are the likelier
+  // cause (a rank that dies leaves its peers' collective with a connection error).
   for (size_t rank = 0; rank < files.size(); ++rank)
     if (!files[rank].ended)
       failures.push_back(
@@ -136,6 +140,13 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                        "outside (its exit status is not part of an imported run)",
                        rank, files[rank].last_step) +
                stacks_of(files[rank], static_cast<int>(rank))});
+  for (size_t rank = 0; rank < files.size(); ++rank)
+    if (files[rank].ended && files[rank].end_status == kErrorEnd)
+      failures.push_back(
+          {detectors::FailureKind::Crash, files[rank].last_step + 1, static_cast<int>(rank),
+           fmt::format("rank {} ended in step {} with an error: {} (its end event)", rank,
+                       files[rank].last_step + 1,
+                       files[rank].end_error.empty() ? "no error given" : files[rank].end_error)});
   return failures;
 }
 

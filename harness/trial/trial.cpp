@@ -108,6 +108,12 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
   }
   std::string how = crash.signal ? "died of " + signal_name(crash.signal)
                                  : "exited with code " + std::to_string(crash.exit_code);
+  // Where it was: the stacks a Python trainer's faulthandler printed as it died, if any, from
+  // the rank's own log (ranks a launcher started share one log: whose stacks is unknown).
+  const auto& rank = ranks.at(crash.rank);
+  if (auto stacks = rank.stacks_path.empty() ? stacks_in_log(rank.log_path) : std::string();
+      !stacks.empty())
+    how += "; its stacks (from its log):" + stacks;
   failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
                       "rank " + std::to_string(crash.rank) + " " + how});
 }

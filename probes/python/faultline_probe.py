@@ -602,6 +602,20 @@ class Run:
         self._probing = None      # the Step whose full probes are on, else None
         self._ended = False
         self._last_run = None     # the last step this process ran
+        # An exception that ends the script still ends its metrics: an end event with status
+        # "error" and the exception, so a reader of the file (faultline import) can tell it from
+        # a process that was killed. The previous hook still prints the traceback.
+        previous_hook = sys.excepthook
+
+        def end_on_uncaught(kind, value, tb):
+            if not self._ended and not issubclass(kind, KeyboardInterrupt):
+                try:
+                    self.end("error", error=f"{kind.__name__}: {value}"[:500])
+                except Exception:  # the metrics file itself may be what failed
+                    pass
+            previous_hook(kind, value, tb)
+
+        sys.excepthook = end_on_uncaught
         self._first_loss = self._last_loss = math.nan
         self._steps_run = 0
         self._timed_tokens = 0
@@ -677,13 +691,14 @@ class Run:
             raise RuntimeError("call run.start(model, optimizer) before run.step()")
         return Step(self, number)
 
-    def end(self, status="ok"):
-        """Writes the end event (once) and shuts the process group down."""
+    def end(self, status="ok", **fields):
+        """Writes the end event (once) and shuts the process group down. Extra fields (e.g.
+        error=...) go into the end event."""
         if self._ended:
             return
         self._ended = True
         last = self._last_run if self._last_run is not None else (self.first_step or 1) - 1
-        self.metrics.end(status=status, step=last,
+        self.metrics.end(status=status, step=last, **fields,
                          tokens_per_s=(self._timed_tokens / (self._timed_ms / 1000)
                                        if self._timed_ms > 0 else 0.0),
                          first_loss=self._first_loss, last_loss=self._last_loss)

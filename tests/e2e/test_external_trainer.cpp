@@ -76,15 +76,10 @@ ProcessResult run_helper_job(const std::string& job, std::vector<std::string> ar
                       300});
 }
 
-// One rank of a job, run as its job script runs it (the helper's variables, its stacks to
-// FAULTLINE_STACKS, checkpoints every 50 steps in `job`), stopped as a job's time limit stops it
-// once `watched` holds `text`: SIGUSR1 (sbatch --signal=USR1@60), again about every second until
-// the rank's stacks show `where` (a rank may still be on its way to a planted hang), then SIGTERM.
-ProcessSpec job_rank_stopped_by_time_limit(const std::string& job, int rank, int world,
-                                           const std::string& port,
-                                           const std::vector<std::string>& args,
-                                           const std::string& watched, const std::string& text,
-                                           const std::string& where) {
+// One rank of a job, run as its job script runs it: the helper's variables, its stacks to
+// FAULTLINE_STACKS, checkpoints every 50 steps in `job`, the torchrun variables.
+ProcessSpec job_rank(const std::string& job, int rank, int world, const std::string& port,
+                     const std::vector<std::string>& args) {
   ProcessSpec spec{{"/usr/bin/python3", kExamples + "/train.py", "--log-every", "0"},
                    {{"FAULTLINE_METRICS", job + "/metrics.rank{rank}.jsonl"},
                     {"FAULTLINE_STACKS", job + "/stacks.rank{rank}.txt"},
@@ -97,6 +92,18 @@ ProcessSpec job_rank_stopped_by_time_limit(const std::string& job, int rank, int
                     {"MASTER_PORT", port}},
                    300};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  return spec;
+}
+
+// That rank, stopped as a job's time limit stops it once `watched` holds `text`: SIGUSR1
+// (sbatch --signal=USR1@60), again about every second until the rank's stacks show `where` (a
+// rank may still be on its way to a planted hang), then SIGTERM.
+ProcessSpec job_rank_stopped_by_time_limit(const std::string& job, int rank, int world,
+                                           const std::string& port,
+                                           const std::vector<std::string>& args,
+                                           const std::string& watched, const std::string& text,
+                                           const std::string& where) {
+  ProcessSpec spec = job_rank(job, rank, world, port, args);
   const std::string stacks = job + "/stacks.rank" + std::to_string(rank) + ".txt";
   auto contains = [](const std::string& path, const std::string& part) {
     return text_of(path).find(part) != std::string::npos;
@@ -513,6 +520,49 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   // The command to paste starts both ranks, as the trial did.
   EXPECT_THAT(cli.doc.at("repro_command").get<std::string>(),
               HasSubstr("for r in $(seq 0 1); do RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 "));
+}
+
+// Rank 1 of a job dies of SIGSEGV at step 130; rank 0, in the allreduce, gets a connection
+// error, and the helper's end event says so. The import names both, the rank that stopped writing
+// first; isolate replays from the checkpoint of step 100 and names rank 1 with its stacks.
+TEST(ExternalTrainer, ARankThatDiedInAJobIsNamedBeforeThePeerItsDeathBroke) {
+  const std::string dir = make_temp_dir("ext-import-crash");
+  const std::string job = dir + "/job";
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {"--steps", "200",          "--crash-rank",
+                                         "1",       "--crash-step", "130"};
+  const auto ran =
+      run_processes({job_rank(job, 0, 2, port, args), job_rank(job, 1, 2, port, args)});
+  ASSERT_EQ(ran[0].exit_code, 1) << ran[0].output;  // the connection error, raised
+  ASSERT_EQ(ran[1].signal, SIGSEGV) << ran[1].output;
+
+  auto imported =
+      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
+                              {"train.steps=200", "fault.crash_rank=1", "fault.crash_step=130"}),
+                    dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  const auto& failures = imported.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), (std::vector<std::string>{"crash", "crash"}))
+      << imported.doc.dump();
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_THAT(failures[0].at("detail").get<std::string>(),
+              HasSubstr("rank 1 wrote no end event after step 129"));
+  EXPECT_EQ(failures[1].at("rank"), 0);
+  EXPECT_THAT(failures[1].at("detail").get<std::string>(),
+              HasSubstr("rank 0 ended in step 130 with an error: RuntimeError: "));
+
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "crash");
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("step"), 130);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  const std::string detail = cli.doc.at("detail");
+  EXPECT_THAT(detail, HasSubstr("rank 1 died of SIGSEGV; its stacks (from its log):"));
+  EXPECT_THAT(detail, HasSubstr("in at_step_start"));
+  EXPECT_THAT(detail, ::testing::Not(HasSubstr("Extension modules")));
 }
 
 // The same on one rank: no collective heartbeats, so the import cannot tell a hang from a death

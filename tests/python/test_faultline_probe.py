@@ -224,6 +224,24 @@ class HelperUnits(unittest.TestCase):
 
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_an_exception_that_ends_the_script_ends_its_metrics_with_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.jsonl")
+            code = ("import torch, faultline_probe as fp\n"
+                    "run = fp.Run(config={'case': 'raise'}, seed=1, threads=1)\n"
+                    "model = torch.nn.Linear(4, 1)\n"
+                    "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n"
+                    "raise ValueError('shape mismatch in step 1')\n")
+            result = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True,
+                                    env=base_env(FAULTLINE_METRICS=path, FAULTLINE_OUT=tmp),
+                                    timeout=60)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn("Traceback", result.stderr)  # printed as before
+            end = read_records(path)[-1]
+        self.assertEqual((end["name"], end["status"]), ("end", "error"))
+        self.assertEqual(end["error"], "ValueError: shape mismatch in step 1")
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")

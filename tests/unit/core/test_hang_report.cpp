@@ -56,6 +56,13 @@ TEST(HangReport, StacksAreTheFaulthandlerBlocksOfALogAndNothingElse) {
             "\n    Current thread 0x00007fe92b6c2040 (most recent call first):"
             "\n      File \"train.py\", line 209 in at_step_start"
             "\n    Thread 0x01 (most recent call first):");
+  // A crash's dump (faulthandler on SIGSEGV) ends at the blank line before its module list.
+  write_file(dir.file("crash.log"),
+             "Fatal Python error: Segmentation fault\n\n" + dump +
+                 "\nExtension modules: torch._C, numpy.core._multiarray_umath (total: 2)\n");
+  EXPECT_EQ(stacks_in_log(dir.file("crash.log")),
+            "\n    Current thread 0x00007fe92b6c2040 (most recent call first):"
+            "\n      File \"train.py\", line 209 in at_step_start");
   write_file(dir.file("quiet.log"), "step 1 loss 2.0\n");
   EXPECT_EQ(stacks_in_log(dir.file("quiet.log")), "");
   EXPECT_EQ(stacks_in_log(dir.file("missing.txt")), "");
