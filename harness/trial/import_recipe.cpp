@@ -1,5 +1,6 @@
 // Compares a command recipe with the start event of a run it is said to describe: the recipe's
-// `--flag {key}` pairs against the run's own argv and config.
+// `--flag {key}` pairs against the run's own argv and config, its config file's keys against the
+// run's config.
 #include "harness/trial/import_recipe.hpp"
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include "common/text.hpp"
@@ -101,6 +103,17 @@ std::vector<RecipeMismatch> recipe_mismatches(const contract::CommandRecipe& rec
     } else {
       continue;
     }
+    if (!same_value(mismatch.recipe_value, mismatch.run_value))
+      mismatches.push_back(std::move(mismatch));
+  }
+  // The trainer's own config file: its keys are the script's own names, so each is read from the
+  // run's config under that name.
+  const std::string file =
+      std::filesystem::path(recipe.trainer.config_file).filename().string() + "'s ";
+  for (const auto& key : recipe.file_keys) {
+    if (!config.is_object() || !config.contains(key) || config[key].is_structured()) continue;
+    RecipeMismatch mismatch{key, file + key, contract::placeholder_text(recipe.config.at(key)),
+                            json_text(config[key]), "its config's " + key};
     if (!same_value(mismatch.recipe_value, mismatch.run_value))
       mismatches.push_back(std::move(mismatch));
   }

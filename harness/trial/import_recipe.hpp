@@ -23,7 +23,8 @@ struct RecipeMismatch {
 // The keys of `recipe` whose value differs from the run's. Only `--flag {key}` pairs of
 // trainer.command are compared: the run's value is read from its start event's `command` (the
 // script's argv, `--flag value` or `--flag=value`), else from its `config` under the flag's name
-// (`--nan-step` → `nan_step`, as argparse names it). A key the run shows nowhere is not compared.
+// (`--nan-step` → `nan_step`, as argparse names it). The keys of trainer.config_file are compared
+// with the run's `config` under their own names. A key the run shows nowhere is not compared.
 std::vector<RecipeMismatch> recipe_mismatches(const contract::CommandRecipe& recipe,
                                               const nlohmann::json& start);
 

@@ -80,5 +80,26 @@ TEST(ImportRecipe, AKeyTheRunShowsNowhereAndTheTrialsOwnPlaceholdersAreNotCompar
   EXPECT_TRUE(recipe_mismatches(recipe_with(), start).empty());
 }
 
+TEST(ImportRecipe, AConfigFilesKeysAreComparedWithTheRunsConfigUnderTheirOwnNames) {
+  ScratchDir dir;
+  write_file(dir.file("train_config.json"), R"({"lr": 0.01, "steps": 100, "tags": ["a"]})");
+  write_file(dir.file("r.toml"),
+             "[trainer]\ncommand = [\"python3\", \"train.py\", \"--config\", "
+             "\"{config_file}\"]\nconfig_file = \"train_config.json\"\n"
+             "steps_key = \"steps\"\n");
+  const auto recipe = *contract::load_recipe(dir.file("r.toml"), {}).command;
+  // The run had lr 1000 (its config, as train.py records vars(args)); steps agree as 100.0.
+  const json start = {{"config", {{"lr", 1000}, {"steps", 100.0}, {"tags", {"b"}}}}};
+  const auto mismatches = recipe_mismatches(recipe, start);
+  ASSERT_EQ(keys_of(mismatches), std::vector<std::string>{"lr"});
+  EXPECT_EQ(mismatches[0].flag, "train_config.json's lr");
+  EXPECT_EQ(mismatches[0].recipe_value, "0.01");
+  EXPECT_EQ(mismatches[0].run_value, "1000");
+  EXPECT_EQ(mismatch_overrides(mismatches), "--set lr=1000");
+  EXPECT_TRUE(
+      recipe_mismatches(*contract::load_recipe(dir.file("r.toml"), {"lr=1000"}).command, start)
+          .empty());
+}
+
 }  // namespace
 }  // namespace faultline::harness
