@@ -3,6 +3,7 @@
 #include "harness/isolate/isolate.hpp"
 
 #include "common/error.hpp"
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/isolate/repro.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -111,10 +112,30 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   TrialSpec failing = request.failing;
   std::optional<detectors::FailureKind> expected_kind;
   std::optional<isolate::Evidence> evidence;
+  std::optional<TrialSpec> baseline = request.baseline;
+  bool worse_than_reference = false;  // the stored run's failure: judged against a reference
   if (request.from_run > 0) {
     evidence = isolate::load_evidence(context, request.from_run);
     failing = evidence->spec;
+    if (baseline && baseline->config_path.empty()) {
+      // --baseline-set with --run: the stored run's config with those keys changed.
+      baseline->config_path = failing.config_path;
+      baseline->ranks = failing.ranks;
+      contract::load_recipe(baseline->config_path, baseline->overrides);  // bad keys: now
+    }
     if (evidence->failure) expected_kind = evidence->failure->kind;
+    if (expected_kind && detectors::is_curve(*expected_kind)) {
+      // Worse than a reference is judged against one: the baseline is that reference here.
+      if (!baseline)
+        throw UserError("run " + std::to_string(evidence->run_id) + "'s " +
+                            to_string(*expected_kind) +
+                            " was judged against a reference, and isolate has none",
+                        "--run",
+                        "give the known-good setup it is worse than: --baseline RECIPE or "
+                        "--baseline-set key=value (the key values of the healthy run)");
+      expected_kind.reset();
+      worse_than_reference = true;
+    }
   }
   context.trainer = contract::TrainerContract::of(failing.config_path);
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
@@ -148,25 +169,24 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   std::optional<isolate::Reproduction> reproduction;
   if (evidence) reproduction = isolate::replay_evidence(context, *evidence, why_not);
   if (evidence && !reproduction) context.skip("replayed from step 0: " + why_not);
-  if (!reproduction)
-    reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
-  else
+  if (reproduction)
     ran = reproduction->outcome;
+  else if (!worse_than_reference)  // alone it would pass: straight to the baseline below
+    reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
   if (reproduction) {
     if (auto noisy = isolate::confirm_timing(context, *reproduction)) {
       why_not = *noisy;
       reproduction.reset();
     }
   }
-  if (!reproduction && !expected_kind && ran.verdict == Verdict::Pass && request.baseline &&
-      (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
+  if (!reproduction && !expected_kind && (worse_than_reference || ran.verdict == Verdict::Pass) &&
+      baseline && (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
     // Nothing failed alone: does it train worse than the baseline?
     checkpoint("reproduce against the baseline", store::SearchStatus::Running);
-    reproduction =
-        isolate::reproduce_against_baseline(context, failing, *request.baseline, why_not, ran);
+    reproduction = isolate::reproduce_against_baseline(context, failing, *baseline, why_not, ran);
   }
-  if (!reproduction && !expected_kind && failing.ranks > 1 && ran.verdict == Verdict::Pass &&
-      request.scope == IsolateScope::All) {
+  if (!reproduction && !expected_kind && !worse_than_reference && failing.ranks > 1 &&
+      ran.verdict == Verdict::Pass && request.scope == IsolateScope::All) {
     // Nothing failed, but silent corruption fails no detector: do the ranks agree?
     checkpoint("ranks", store::SearchStatus::Running);
     if (auto diverging = isolate::locate_diverging_ranks(context, failing, ran))
@@ -238,11 +258,10 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     }
   }
   // 5. config
-  if (request.baseline &&
-      (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
+  if (baseline && (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
     checkpoint("config", store::SearchStatus::Running);
-    finding.config_culprit = isolate::config_culprit(context, failing, *request.baseline,
-                                                     scaled.scale, scaled.local_failure);
+    finding.config_culprit =
+        isolate::config_culprit(context, failing, *baseline, scaled.scale, scaled.local_failure);
   }
   // 6. the finding
   finding.repro = scaled.repro_spec;

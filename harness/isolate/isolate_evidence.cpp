@@ -77,6 +77,11 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   }
   const auto& failure = *evidence.failure;
   const int64_t shown = detectors::evidence_step(failure);
+  if (detectors::is_curve(failure.kind)) {
+    why_not = std::string(to_string(failure.kind)) +
+              " is the whole curve's, judged from step 0 against the baseline";
+    return std::nullopt;
+  }
   if (failure.step <= 0 || shown <= 0) {
     why_not = std::string(to_string(failure.kind)) + " is a property of the whole run";
     return std::nullopt;

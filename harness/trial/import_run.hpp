@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ struct ImportRequest {
   // -c: the recipe of the user's own trainer that the run was started from (with its --set).
   // It becomes the run's config, so that `isolate --run` can launch that trainer again.
   std::optional<contract::Recipe> recipe;
+  // --reference: healthy runs' steps (a stored reference) the run's loss is judged against.
+  std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference;
 };
 
 // Where an imported run's config, the one `isolate --run` relaunches, comes from.

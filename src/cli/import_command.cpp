@@ -10,12 +10,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/reference_command.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/trial/import_run.hpp"
 #include "harness/trial/trial_cache.hpp"
+#include "probes/detectors/failure_kind.hpp"
 #include "probes/detectors/thresholds.hpp"
 
 namespace faultline::cli {
@@ -31,6 +33,7 @@ struct ImportArgs {
   std::string config;  // -c: the recipe of the user's own trainer that ran it
   std::vector<std::string> overrides;
   std::vector<std::string> option_names;
+  std::string reference;  // --reference NAME: judge the run's loss against it
 };
 
 // A run of another trainer, imported without its recipe: faultline cannot launch it again.
@@ -74,6 +77,16 @@ void print_restarts(const std::vector<harness::Restart>& restarts) {
                            : std::string());
 }
 
+// Its only failures are judged against a reference: isolate needs the setup it is worse than.
+bool worse_than_reference(const std::vector<detectors::Failure>& failures) {
+  auto curve = [](const detectors::Failure& failure) { return detectors::is_curve(failure.kind); };
+  return std::any_of(failures.begin(), failures.end(), curve) &&
+         std::all_of(failures.begin(), failures.end(), [&](const detectors::Failure& failure) {
+           return curve(failure) ||
+                  detectors::severity(failure.kind) != detectors::Severity::Failure;
+         });
+}
+
 int run_import(const ImportArgs& args) {
   harness::ImportRequest request;
   request.dir = args.dir;
@@ -93,6 +106,10 @@ int run_import(const ImportArgs& args) {
                     "--set changes the keys of the recipe given with -c RECIPE");
   }
   auto store = open_store(args.context);
+  if (!args.reference.empty()) {
+    request.reference = load_reference(store, args.reference);
+    request.argv.insert(request.argv.end(), {"--reference", args.reference});
+  }
   const auto result = harness::import_run(store, request);
 
   if (args.context.json) {
@@ -116,6 +133,11 @@ int run_import(const ImportArgs& args) {
     print_restarts(result.restarts);
     if (result.config == harness::ImportedConfig::Foreign)
       print_foreign_note(result, args.dir);
+    else if (worse_than_reference(result.failures))
+      fmt::print(
+          "  next: faultline isolate --run {} --baseline-set KEY=VALUE...   (the healthy run's "
+          "values of the keys that differ, or --baseline RECIPE)\n",
+          result.run_id);
     else if (result.verdict == harness::Verdict::Fail)
       fmt::print("  next: faultline isolate --run {}\n", result.run_id);
   }
@@ -141,6 +163,9 @@ void add_import_command(CLI::App& app, int& exit_code) {
                       "--run launches it again from the run's checkpoints");
   command->add_option("--set", args->overrides,
                       "a recipe key as the run had it: section.key=value");
+  command->add_option("--reference", args->reference,
+                      "a stored reference (faultline reference add): the run's loss is judged "
+                      "against its runs' (loss_regression)");
   add_context_options(*command);
   command->callback([args, command, &exit_code] {
     args->option_names = option_names(*command);

@@ -82,6 +82,10 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
   }
   const auto baseline_overrides = trainer::absolute_path_overrides(args.baseline_overrides);
   spec.overrides.insert(spec.overrides.end(), baseline_overrides.begin(), baseline_overrides.end());
+  spec.parent = "isolate:baseline";
+  // With --run the failing config is the stored run's, known once it is loaded: the isolator
+  // completes and checks the baseline then.
+  if (spec.config_path.empty()) return spec;
   // bad input: report it now
   harness::contract::load_recipe(spec.config_path, spec.overrides, args.option_names);
   spec.parent = "isolate:baseline";

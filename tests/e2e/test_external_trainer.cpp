@@ -602,6 +602,39 @@ TEST(ExternalTrainer, AOneRankJobThatStoppedWritingIsFoundToHangByItsReplay) {
               ::testing::StartsWith("env -C " + kExamples));  // one rank: no loop
 }
 
+// "This job trains worse than the last good one": both jobs imported with the recipe, the good
+// one stored as a reference, the bad one judged against it (a loss_regression, no NaN), and
+// isolate, given the healthy run's value of the key that differs, names that key.
+TEST(ExternalTrainer, AJobThatTrainsWorseThanAReferenceIsImportedAgainstItAndItsKeyFound) {
+  const std::string dir = make_temp_dir("ext-import-regression");
+  ASSERT_EQ(run_helper_job(dir + "/good", {"--steps", "200", "--lr", "0.01"}).exit_code, 0);
+  ASSERT_EQ(run_helper_job(dir + "/bad", {"--steps", "200", "--lr", "0.0003"}).exit_code, 0);
+  auto good =
+      faultline_cli({"import", dir + "/good", "-c", kHelper, "--set", "train.steps=200"}, dir);
+  ASSERT_EQ(good.result.exit_code, 0) << good.result.output;
+  auto reference = faultline_cli({"reference", "add", "healthy", "1"}, dir);
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+  auto bad = faultline_cli(
+      with_sets({"import", dir + "/bad", "-c", kHelper, "--reference", "healthy", "--json"},
+                {"train.steps=200", "optim.lr=0.0003"}),
+      dir);
+  ASSERT_EQ(bad.result.exit_code, 0) << bad.result.output;
+  ASSERT_EQ(kinds_of(bad.doc.at("failures")), std::vector<std::string>{"loss_regression"})
+      << bad.doc.dump();
+  const std::string run = std::to_string(bad.doc.at("run_id").get<int64_t>());
+
+  auto alone = faultline_cli({"isolate", "--run", run}, dir);
+  EXPECT_EQ(alone.result.exit_code, 2) << alone.result.output;
+  EXPECT_THAT(alone.result.output, HasSubstr("was judged against a reference, and isolate has "
+                                             "none (--run); give the known-good setup"));
+  auto cli = faultline_cli({"isolate", "--run", run, "--baseline-set", "optim.lr=0.01", "--json"},
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "loss_regression");
+  ASSERT_EQ(cli.doc.at("config_culprit").size(), 1u) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("config_culprit")[0].at("key"), "optim.lr");
+}
+
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
 // (train_log_only.py --ckpt-every/--resume): its job's log, imported with its recipe, is isolated
 // from the script's own checkpoint before the NaN.
