@@ -120,6 +120,22 @@ ProcessSpec job_rank_stopped_by_time_limit(const std::string& job, int rank, int
   return spec;
 }
 
+// `faultline import JOB -c train.toml --json` with these --set keys.
+Cli import_helper_job(const std::string& dir, const std::string& job,
+                      const std::vector<std::string>& sets) {
+  return faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"}, sets), dir);
+}
+
+// `faultline isolate --run ID ARGS --json` of the run `imported` stored.
+Cli isolate_imported(const std::string& dir, const Cli& imported,
+                     const std::vector<std::string>& args = {}) {
+  std::vector<std::string> argv = {"isolate", "--run",
+                                   std::to_string(imported.doc.at("run_id").get<int64_t>())};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--json");
+  return faultline_cli(argv, dir, 300);
+}
+
 // `isolate --run` of a stored run whose NaN at step 150 follows its checkpoint of step 100: the
 // search starts from that checkpoint (one interval, then at most a one-step replay per half
 // batch), and `repro` of the finding is bitwise identical. Returns the finding's document.
@@ -362,10 +378,8 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
   EXPECT_THAT(wrong.result.output, HasSubstr("--set train.steps=200 --set fault.nan_step=150 --set "
                                              "fault.nan_layer=blocks.0.attn"));
 
-  auto imported = faultline_cli(
-      with_sets({"import", job, "-c", kHelper, "--json"},
-                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"}),
-      dir);
+  auto imported = import_helper_job(
+      dir, job, {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   EXPECT_EQ(imported.doc.at("config"), "recipe");
   // Judged with the recipe's warm-up: the LR rising over steps 1..10 is no anomaly.
@@ -384,15 +398,11 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   const auto ran =
       run_helper_job(job, {"--steps", "200", "--lr-spike-step", "150", "--lr-spike-factor", "300"});
   ASSERT_EQ(ran.exit_code, 0) << ran.output;  // nothing non-finite: the script finishes
-  auto imported = faultline_cli(
-      with_sets({"import", job, "-c", kHelper, "--json"},
-                {"train.steps=200", "fault.lr_spike_step=150", "fault.lr_spike_factor=300"}),
-      dir);
+  auto imported = import_helper_job(
+      dir, job, {"train.steps=200", "fault.lr_spike_step=150", "fault.lr_spike_factor=300"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   EXPECT_THAT(kinds_of(imported.doc.at("failures")), ::testing::Contains("loss_spike"));
-  auto cli = faultline_cli(
-      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
-      300);
+  auto cli = isolate_imported(dir, imported);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "lr_anomaly");
   EXPECT_EQ(cli.doc.at("step"), 150);
@@ -428,10 +438,8 @@ TEST(ExternalTrainer, ARequeuedJobIsImportedAsItsLastRunOfEachStepAndSaysItResta
   const auto second = run_process({argv, requeued, 300});
   ASSERT_EQ(second.exit_code, 3) << second.output;  // halted on the NaN
 
-  auto imported = faultline_cli(
-      with_sets({"import", job, "-c", kHelper, "--json"},
-                {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"}),
-      dir);
+  auto imported = import_helper_job(
+      dir, job, {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
   EXPECT_EQ(imported.doc.at("last_step"), 150);
@@ -491,9 +499,7 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   for (const auto& ran : run_processes(ranks)) ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
 
   auto imported =
-      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
-                              {"train.steps=200", "fault.hang_rank=1", "fault.hang_step=130"}),
-                    dir);
+      import_helper_job(dir, job, {"train.steps=200", "fault.hang_rank=1", "fault.hang_step=130"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   const auto& failures = imported.doc.at("failures");
   ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"hang"}) << imported.doc.dump();
@@ -506,10 +512,7 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
   EXPECT_THAT(detail, HasSubstr("in at_step_start"));
   EXPECT_THAT(detail, ::testing::Not(HasSubstr("in all_reduce")));  // rank 0's, not its own
 
-  auto cli =
-      faultline_cli({"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()),
-                     "--step-timeout", "5", "--json"},
-                    dir, 300);
+  auto cli = isolate_imported(dir, imported, {"--step-timeout", "5"});
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "hang");
   EXPECT_EQ(cli.doc.at("rank"), 1);
@@ -536,10 +539,8 @@ TEST(ExternalTrainer, ARankThatDiedInAJobIsNamedBeforeThePeerItsDeathBroke) {
   ASSERT_EQ(ran[0].exit_code, 1) << ran[0].output;  // the connection error, raised
   ASSERT_EQ(ran[1].signal, SIGSEGV) << ran[1].output;
 
-  auto imported =
-      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
-                              {"train.steps=200", "fault.crash_rank=1", "fault.crash_step=130"}),
-                    dir);
+  auto imported = import_helper_job(
+      dir, job, {"train.steps=200", "fault.crash_rank=1", "fault.crash_step=130"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   const auto& failures = imported.doc.at("failures");
   ASSERT_EQ(kinds_of(failures), (std::vector<std::string>{"crash", "crash"}))
@@ -551,9 +552,7 @@ TEST(ExternalTrainer, ARankThatDiedInAJobIsNamedBeforeThePeerItsDeathBroke) {
   EXPECT_THAT(failures[1].at("detail").get<std::string>(),
               HasSubstr("rank 0 ended in step 130 with an error: RuntimeError: "));
 
-  auto cli = faultline_cli(
-      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
-      300);
+  auto cli = isolate_imported(dir, imported);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "crash");
   EXPECT_EQ(cli.doc.at("rank"), 1);
@@ -577,9 +576,7 @@ TEST(ExternalTrainer, AOneRankJobThatStoppedWritingIsFoundToHangByItsReplay) {
       R"("type":"step","step":129,)", "in at_step_start"));
   ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
   auto imported =
-      faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"},
-                              {"train.steps=200", "fault.hang_rank=0", "fault.hang_step=130"}),
-                    dir);
+      import_helper_job(dir, job, {"train.steps=200", "fault.hang_rank=0", "fault.hang_step=130"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   const auto& failures = imported.doc.at("failures");
   ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"crash"}) << imported.doc.dump();
@@ -589,10 +586,7 @@ TEST(ExternalTrainer, AOneRankJobThatStoppedWritingIsFoundToHangByItsReplay) {
                                 "stopped from outside"));
   EXPECT_THAT(detail, HasSubstr("in at_step_start"));  // its stacks, from stacks.rank0.txt
 
-  auto cli =
-      faultline_cli({"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()),
-                     "--step-timeout", "5", "--json"},
-                    dir, 300);
+  auto cli = isolate_imported(dir, imported, {"--step-timeout", "5"});
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "hang");
   EXPECT_EQ(cli.doc.at("step"), 130);
