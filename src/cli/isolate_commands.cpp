@@ -40,7 +40,21 @@ struct IsolateArgs {
   int ranks = 0;
   std::string hosts;  // comma-separated host labels: the ranks' first, then spares
   std::vector<std::string> option_names;  // suggested for an unknown --set key
+  bool step_timeout_given = false;        // --step-timeout was on the command line
 };
+
+// A hang's timeout for replays of stored run `run_id` when none is given: 20 times its slowest
+// step, times its ranks (a one-rank replay accumulates them all), and at least 10 s. A default
+// fit for 5 ms steps would call a model's 90 s steps hung, and one fit for those would make a
+// replayed hang of a small model wait minutes. nullopt: the run has no step times.
+std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id) {
+  const auto run = store.get_run(run_id);
+  if (!run) return std::nullopt;
+  double slowest_ms = 0;
+  for (const auto& step : store.steps(run_id)) slowest_ms = std::max(slowest_ms, step.step_ms);
+  if (slowest_ms <= 0) return std::nullopt;
+  return std::max(10.0, 20 * slowest_ms / 1000 * std::max(1, run->ranks));
+}
 
 std::vector<std::string> host_labels(const std::string& list, int ranks) {
   std::vector<std::string> hosts;
@@ -118,13 +132,16 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   request.jobs = args.jobs;
 
   auto store = open_store(args.context);
-  auto options = runner_options(args.context);
+  RunContextOptions context = args.context;
+  if (args.run > 0 && !args.step_timeout_given)
+    if (auto timeout = step_timeout_of_run(store, args.run)) context.step_timeout_s = *timeout;
+  auto options = runner_options(context);
   ProgressLine out(progress_style(args.context.quiet), command);
   SearchProgress progress(out);
   // Trials run side by side (--jobs) would draw over each other's live line.
   if (args.jobs == 1) options.observer = &progress;
   harness::TrialRunner runner(store, *launcher, options);
-  harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
+  harness::TrialCache cache(store, runner, options.trainer, judge_identity(context));
   harness::IsolateOptions isolate_options;
   isolate_options.trainer = options.trainer;
   isolate_options.work_dir = options.work_dir;
@@ -182,6 +199,14 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
   add_launcher_option(command);
 }
 
+// Whether `option` was given to `command` or to a command above it (options every command
+// shares are accepted before the subcommand too).
+bool given(const CLI::App& command, const std::string& option) {
+  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent())
+    if (app->get_option_no_throw(option) && app->count(option) > 0) return true;
+  return false;
+}
+
 }  // namespace
 
 CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
@@ -191,6 +216,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
   add_search_options(*isolate, *isolate_args, true);
   isolate->callback([isolate_args, isolate, &exit_code] {
     isolate_args->option_names = option_names(*isolate);
+    isolate_args->step_timeout_given = given(*isolate, "--step-timeout");
     exit_code = run_isolate(*isolate_args, harness::IsolateScope::All, "isolate");
   });
 
@@ -207,6 +233,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
     add_search_options(*axis, *args, scope == harness::IsolateScope::Config);
     axis->callback([args, axis, scope = scope, &exit_code] {
       args->option_names = option_names(*axis);
+      args->step_timeout_given = given(*axis, "--step-timeout");
       exit_code = run_isolate(*args, scope, std::string("bisect ") + axis->get_name());
     });
   }
