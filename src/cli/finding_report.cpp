@@ -125,6 +125,7 @@ struct ReproArgs {
   RunContextOptions& context = shared_context();
   std::string finding;
   std::optional<double> tolerance;
+  bool step_timeout_given = false;  // --step-timeout was on the command line
 };
 
 ExitCode exit_for(harness::ReproVerdict verdict) {
@@ -158,12 +159,18 @@ int run_repro(const ReproArgs& args) {
   auto store = open_store(args.context);
   const auto finding = load_finding(store, args.finding);
   harness::LocalLauncher launcher;
-  auto options = runner_options(args.context);
+  // A hang is timed from the replay the finding stands on unless --step-timeout says otherwise.
+  RunContextOptions context = args.context;
+  const json fields = json::parse(finding.fields_json);
+  if (!args.step_timeout_given && fields.value("evidence_run", json()).is_number_integer())
+    if (auto timeout = step_timeout_of_run(store, fields["evidence_run"].get<int64_t>()))
+      context.step_timeout_s = *timeout;
+  auto options = runner_options(context);
   ProgressLine out(progress_style(args.context.quiet), "repro");
   TrialProgress progress(out, StepLines::EveryTenth);
   options.observer = &progress;
   harness::TrialRunner runner(store, launcher, options);
-  harness::TrialCache cache(store, runner, options.trainer, judge_identity(args.context));
+  harness::TrialCache cache(store, runner, options.trainer, judge_identity(context));
   harness::ReproReport report;
   try {
     report = harness::reproduce_finding(store, cache, finding, {args.tolerance, options.work_dir});
@@ -239,7 +246,10 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
                    "the finding's own)")
       ->check(CLI::NonNegativeNumber);
   add_context_options(*repro);
-  repro->callback([repro_args, &exit_code] { exit_code = run_repro(*repro_args); });
+  repro->callback([repro_args, repro, &exit_code] {
+    repro_args->step_timeout_given = option_given(*repro, "--step-timeout");
+    exit_code = run_repro(*repro_args);
+  });
 }
 
 void show_finding(const std::string& db, const std::string& reference, bool as_json) {

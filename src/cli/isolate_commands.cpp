@@ -43,19 +43,6 @@ struct IsolateArgs {
   bool step_timeout_given = false;        // --step-timeout was on the command line
 };
 
-// A hang's timeout for replays of stored run `run_id` when none is given: 20 times its slowest
-// step, times its ranks (a one-rank replay accumulates them all), and at least 10 s. A default
-// fit for 5 ms steps would call a model's 90 s steps hung, and one fit for those would make a
-// replayed hang of a small model wait minutes. nullopt: the run has no step times.
-std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id) {
-  const auto run = store.get_run(run_id);
-  if (!run) return std::nullopt;
-  double slowest_ms = 0;
-  for (const auto& step : store.steps(run_id)) slowest_ms = std::max(slowest_ms, step.step_ms);
-  if (slowest_ms <= 0) return std::nullopt;
-  return std::max(10.0, 20 * slowest_ms / 1000 * std::max(1, run->ranks));
-}
-
 std::vector<std::string> host_labels(const std::string& list, int ranks) {
   std::vector<std::string> hosts;
   if (list.empty()) return hosts;
@@ -199,14 +186,6 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
   add_launcher_option(command);
 }
 
-// Whether `option` was given to `command` or to a command above it (options every command
-// shares are accepted before the subcommand too).
-bool given(const CLI::App& command, const std::string& option) {
-  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent())
-    if (app->get_option_no_throw(option) && app->count(option) > 0) return true;
-  return false;
-}
-
 }  // namespace
 
 CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
@@ -216,7 +195,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
   add_search_options(*isolate, *isolate_args, true);
   isolate->callback([isolate_args, isolate, &exit_code] {
     isolate_args->option_names = option_names(*isolate);
-    isolate_args->step_timeout_given = given(*isolate, "--step-timeout");
+    isolate_args->step_timeout_given = option_given(*isolate, "--step-timeout");
     exit_code = run_isolate(*isolate_args, harness::IsolateScope::All, "isolate");
   });
 
@@ -233,7 +212,7 @@ CLI::App* add_isolate_commands(CLI::App& app, int& exit_code) {
     add_search_options(*axis, *args, scope == harness::IsolateScope::Config);
     axis->callback([args, axis, scope = scope, &exit_code] {
       args->option_names = option_names(*axis);
-      args->step_timeout_given = given(*axis, "--step-timeout");
+      args->step_timeout_given = option_given(*axis, "--step-timeout");
       exit_code = run_isolate(*args, scope, std::string("bisect ") + axis->get_name());
     });
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -49,6 +50,23 @@ std::vector<std::string> option_names(const CLI::App& command) {
     for (const CLI::Option* option : app->get_options())
       if (!option->get_lnames().empty()) names.push_back("--" + option->get_lnames().front());
   return names;
+}
+
+bool option_given(const CLI::App& command, const std::string& option) {
+  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent())
+    if (app->get_option_no_throw(option) && app->count(option) > 0) return true;
+  return false;
+}
+
+// A default fit for 5 ms steps would call a model's 90 s steps hung, and one fit for those would
+// make a replayed hang of a small model wait minutes.
+std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id) {
+  const auto run = store.get_run(run_id);
+  if (!run) return std::nullopt;
+  double slowest_ms = 0;
+  for (const auto& step : store.steps(run_id)) slowest_ms = std::max(slowest_ms, step.step_ms);
+  if (slowest_ms <= 0) return std::nullopt;
+  return std::max(10.0, 20 * slowest_ms / 1000 * std::max(1, run->ranks));
 }
 
 std::string resolve_train_recipe(const std::string& given, const std::string& option) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,14 @@ void add_store_options(CLI::App& command);
 
 // Long names of a command's options and its parents' ("--step-timeout"), for suggestions.
 std::vector<std::string> option_names(const CLI::App& command);
+// Whether `option` was given to `command` or to a command above it (options every command shares
+// are accepted before the subcommand too).
+bool option_given(const CLI::App& command, const std::string& option);
+
+// A hang's timeout for replays of stored run `run_id` when --step-timeout is not given: 20 times
+// its slowest step, times its ranks (a one-rank replay accumulates them all), at least 10 s.
+// nullopt: the run has no step times.
+std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id);
 
 // -c of a run command: a recipe file, or the name of an installed one ("tiny"); absolute.
 std::string resolve_train_recipe(const std::string& given, const std::string& option = "-c");
