@@ -56,6 +56,12 @@ int64_t drop_superseded(std::vector<MetricsRecord>& records, size_t& part_begin,
   return rerun;
 }
 
+// An event's text field; "" when it has none.
+std::string text_field(const json& fields, const char* name) {
+  const auto it = fields.find(name);
+  return it != fields.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // A checkpoint event's path, relative paths read from the run's directory.
 std::string checkpoint_file(const fs::path& dir, const std::string& path) {
   return fs::path(path).is_absolute() ? path : (dir / path).string();
@@ -157,6 +163,7 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
         if (file.start) {
           file.restarts.push_back({rank, file.last_step, file.ended, 0, 0});
           file.ended = false;
+          file.collective_entered = 0;  // a new process counts its collectives from 1
           part_begin = file.records.size();
           restarted = true;
         }
@@ -166,12 +173,8 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
         file.restarts.back().resumed_from = *event->step;
       if (event->name == "end" && fields.is_object()) {
         file.ended = true;
-        file.end_status = fields.value("status", json("")).is_string()
-                              ? fields.value("status", std::string())
-                              : std::string();
-        file.end_error = fields.value("error", json("")).is_string()
-                             ? fields.value("error", std::string())
-                             : std::string();
+        file.end_status = text_field(fields, "status");
+        file.end_error = text_field(fields, "error");
       }
       if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
           fields["seq"].is_number_integer())

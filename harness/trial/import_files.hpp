@@ -38,7 +38,7 @@ struct RankFile {
   std::string end_status, end_error;
   std::vector<Restart> restarts;
   int64_t last_step = 0;
-  int64_t collective_entered = 0;  // the newest collective heartbeat's seq (0: none)
+  int64_t collective_entered = 0;  // its last part's newest collective heartbeat's seq (0: none)
   // The Python stacks it wrote when signalled (SIGUSR1, e.g. sbatch --signal=USR1@60), from
   // stacks.rank<r>.txt beside its file as FAULTLINE_STACKS names it; "" when none.
   std::string stacks;

@@ -1,0 +1,99 @@
+// Tests for harness/trial/import_files.cpp: one rank's metrics file of a job read as the import
+// reads it: a restart's parts, the last part's heartbeats and end, the stacks beside it.
+#include "harness/trial/import_files.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace faultline::harness {
+namespace {
+using faultline::testing::ScratchDir;
+using faultline::testing::write_file;
+using nlohmann::json;
+
+std::string line(json record) {
+  record["v"] = 1;
+  record["rank"] = 0;
+  record["t"] = 0.5;
+  return record.dump() + "\n";
+}
+
+std::string step(int64_t number) {
+  return line({{"type", "step"},
+               {"step", number},
+               {"loss", 2.0},
+               {"grad_norm", 1.0},
+               {"lr", 0.1},
+               {"step_ms", 5.0},
+               {"data_ms", 0.1},
+               {"comm_ms", 1.0},
+               {"tokens", 128},
+               {"mem_bytes", 1}});
+}
+
+std::string collective(int64_t number, int64_t seq) {
+  return line({{"type", "event"}, {"name", "collective"}, {"step", number}, {"seq", seq}});
+}
+
+std::vector<int64_t> steps_of(const RankFile& file) {
+  std::vector<int64_t> steps;
+  for (const auto& record : file.records)
+    if (const auto* step = std::get_if<StepRecord>(&record)) steps.push_back(step->step);
+  return steps;
+}
+
+TEST(ImportFiles, ARestartedJobKeepsTheLastRunOfEachStepAndItsLastPartsEnd) {
+  ScratchDir dir;
+  // Part 1: steps 1..5, then it waits in collective #6 and is killed (no end event). Part 2
+  // resumes from the checkpoint of step 3, runs 4..8 (its own collectives from #1), and an
+  // exception ends it.
+  std::string text = line({{"type", "event"}, {"name", "start"}, {"config", {{"lr", 0.1}}}});
+  for (int64_t s = 1; s <= 5; ++s) text += collective(s, s) + step(s);
+  text += collective(6, 6);
+  text += line({{"type", "event"}, {"name", "start"}, {"config", {{"lr", 0.05}}}});
+  text += line({{"type", "event"}, {"name", "resume"}, {"step", 3}, {"path", "/x.pt"}});
+  for (int64_t s = 4; s <= 8; ++s) text += collective(s, s - 3) + step(s);
+  text += line({{"type", "event"},
+                {"name", "end"},
+                {"status", "error"},
+                {"error", "RuntimeError: connection reset"}});
+  write_file(dir.file("metrics.rank0.jsonl"), text);
+  write_file(dir.file("stacks.rank0.txt"),
+             "Current thread 0x01 (most recent call first):\n  File \"t.py\", line 3 in f\n");
+
+  const RankFile file = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  EXPECT_EQ(steps_of(file), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(file.last_step, 8);
+  ASSERT_EQ(file.restarts.size(), 1u);
+  EXPECT_EQ(file.restarts[0].stopped_after, 5);
+  EXPECT_FALSE(file.restarts[0].ended);
+  EXPECT_EQ(file.restarts[0].resumed_from, 3);
+  EXPECT_EQ(file.restarts[0].rerun, 2);                // steps 4 and 5 ran twice
+  EXPECT_EQ(file.start->at("config").at("lr"), 0.05);  // the last part's config
+  EXPECT_EQ(file.collective_entered, 5);               // not part 1's #6
+  EXPECT_TRUE(file.ended);
+  EXPECT_EQ(file.end_status, "error");
+  EXPECT_EQ(file.end_error, "RuntimeError: connection reset");
+  EXPECT_EQ(file.stacks,
+            "\n    Current thread 0x01 (most recent call first):\n      File \"t.py\", "
+            "line 3 in f");
+}
+
+TEST(ImportFiles, AJobThatRanOnceHasNoRestartAndItsHeartbeats) {
+  ScratchDir dir;
+  std::string text = line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 1; s <= 3; ++s) text += collective(s, s) + step(s);
+  write_file(dir.file("metrics.rank0.jsonl"), text + collective(4, 4));
+  const RankFile file = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  EXPECT_TRUE(file.restarts.empty());
+  EXPECT_EQ(file.last_step, 3);
+  EXPECT_EQ(file.collective_entered, 4);
+  EXPECT_FALSE(file.ended);
+  EXPECT_EQ(file.stacks, "");
+}
+
+}  // namespace
+}  // namespace faultline::harness
