@@ -234,6 +234,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   detectors::RunJudge judge(request.thresholds, detectors::RunContext{ranks, warmup_steps});
 
   store.in_transaction([&] {
+    result.earlier_imports = store.run_ids_with_parent(info.parent);
     result.run_id = store.create_run(info);
     IngestSink sink(store, result.run_id, judge, nullptr);
     for (int rank = 0; rank < ranks; ++rank) {

@@ -48,7 +48,8 @@ struct ImportResult {
   Verdict verdict = Verdict::Pass;
   std::vector<detectors::Failure> failures;
   std::vector<MalformedLines> malformed;
-  std::vector<Restart> restarts;  // each rank's, in rank order
+  std::vector<Restart> restarts;         // each rank's, in rank order
+  std::vector<int64_t> earlier_imports;  // runs stored before from the same directory
 };
 
 ImportResult import_run(store::Store& store, const ImportRequest& request);

@@ -122,7 +122,8 @@ int run_import(const ImportArgs& args) {
                             {"trainer", result.trainer},
                             {"failures", failures_json(result.failures)},
                             {"malformed", result.malformed},
-                            {"restarts", result.restarts}}
+                            {"restarts", result.restarts},
+                            {"earlier_imports", result.earlier_imports}}
                            .dump());
   } else {
     fmt::print("imported run {}: {}  ({} rank(s), {} steps, {} checkpoint(s))\n", result.run_id,
@@ -131,6 +132,11 @@ int run_import(const ImportArgs& args) {
     print_failures(result.failures);
     print_malformed(result.malformed);
     print_restarts(result.restarts);
+    if (!result.earlier_imports.empty())
+      fmt::print(
+          "  note: this directory was imported before, as run(s) {}; they are kept, and `isolate "
+          "--run {}` uses this one\n",
+          fmt::join(result.earlier_imports, ", "), result.run_id);
     if (result.config == harness::ImportedConfig::Foreign)
       print_foreign_note(result, args.dir);
     else if (worse_than_reference(result.failures))

@@ -187,6 +187,14 @@ std::vector<int64_t> Store::running_run_ids() const {
   return ids;
 }
 
+std::vector<int64_t> Store::run_ids_with_parent(const std::string& parent) const {
+  Statement query(db_, path_, "SELECT id FROM runs WHERE parent = ? ORDER BY id");
+  query.bind(1, parent);
+  std::vector<int64_t> ids;
+  while (query.step()) ids.push_back(query.int64(0));
+  return ids;
+}
+
 std::vector<RunInfo> Store::list_runs(int limit) const {
   Statement query(db_, path_,
                   std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id DESC LIMIT ?");

@@ -156,6 +156,9 @@ class Store {
   // Returns how many changed; runs already finished or interrupted are left alone.
   int mark_interrupted(const std::vector<int64_t>& run_ids);
   std::vector<int64_t> running_run_ids() const;  // oldest first
+  // The runs whose parent is `parent` (e.g. "import:DIR": the imports of a directory), oldest
+  // first.
+  std::vector<int64_t> run_ids_with_parent(const std::string& parent) const;
 
   std::vector<RunInfo> list_runs(int limit = 50) const;  // newest first
   std::optional<RunInfo> get_run(int64_t id) const;

@@ -382,6 +382,7 @@ TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAn
       dir, job, {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"});
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   EXPECT_EQ(imported.doc.at("config"), "recipe");
+  EXPECT_EQ(imported.doc.at("earlier_imports"), nlohmann::json::array({1}));  // the bare import
   // Judged with the recipe's warm-up: the LR rising over steps 1..10 is no anomaly.
   EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
   const auto finding = expect_isolated_from_checkpoint_100(

@@ -33,6 +33,18 @@ TEST(StoreRuns, TheArgvSetAfterCreationIsTheOneStored) {
   EXPECT_EQ(store.get_run(id)->argv_json, R"(["/bin/train","--out","/w/run-1"])");
 }
 
+TEST(StoreRuns, TheRunsOfAParentAreFoundOldestFirst) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  RunInfo imported;
+  imported.parent = "import:/jobs/run-1";
+  const int64_t first = store.create_run(imported);
+  store.create_run({});
+  const int64_t second = store.create_run(imported);
+  EXPECT_EQ(store.run_ids_with_parent("import:/jobs/run-1"), (std::vector<int64_t>{first, second}));
+  EXPECT_TRUE(store.run_ids_with_parent("import:/jobs/run-2").empty());
+}
+
 TEST(StoreRuns, SettingTheArgvOfAnUnknownRunIsABug) {
   ScratchDir dir;
   Store store = Store::open(dir.file("f.db"));
