@@ -3,6 +3,7 @@
 #include "report/report_gather.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -95,7 +96,15 @@ void add_detail(Report& report, const std::string& detail) {
   if (detail.empty()) return;
   const size_t end = detail.find('\n');
   add_fact(report.location, "detail", json(detail.substr(0, end)));
-  if (end != std::string::npos) report.detail_block = detail.substr(end + 1);
+  if (end == std::string::npos) return;
+  // The block without the indentation its lines share (a detail indents them under its line).
+  std::vector<std::string> lines = split(detail.substr(end + 1), '\n');
+  size_t common = std::string::npos;
+  for (const auto& line : lines)
+    if (const size_t first = line.find_first_not_of(' '); first != std::string::npos)
+      common = std::min(common, first);
+  for (auto& line : lines) line = line.size() >= common ? line.substr(common) : trim(line);
+  report.detail_block = fmt::format("{}", fmt::join(lines, "\n"));
 }
 
 store::RunInfo load_run(const store::Store& store, int64_t run_id) {

@@ -153,8 +153,8 @@ TEST(ReportGather, AHangsStacksAreABlockAndItsRankLoopIsTheTrainerCommand) {
             "rank(s) 1 never entered collective #5 (step 5) that rank(s) 0 wait in; the stacks of "
             "rank 1 (SIGUSR1, from its log):");
   EXPECT_EQ(report.detail_block,
-            "    Current thread 0x01 (most recent call first):\n"
-            "      File \"train.py\", line 209 in at_step_start");
+            "Current thread 0x01 (most recent call first):\n"
+            "  File \"train.py\", line 209 in at_step_start");
 }
 
 TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
