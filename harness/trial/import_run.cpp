@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 
 #include "common/error.hpp"
@@ -121,33 +122,50 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
     entered.push_back(file.collective_entered);
     none_ended = none_ended && !file.ended;
   }
-  if (const HangReport hang = describe_hang(last_step, entered, 0);
-      none_ended && hang.collective > 0) {
-    std::string detail = collective_wait(hang) +
+  const HangReport stop = describe_hang(last_step, entered, 0);
+  if (none_ended && stop.collective > 0) {
+    std::string detail = collective_wait(stop) +
                          "; no rank wrote an end event: the job was stopped from outside (its "
                          "time limit, a cancel) while they waited";
-    for (int rank : hang.ranks) detail += stacks_of(files[static_cast<size_t>(rank)], rank);
-    failures.push_back({detectors::FailureKind::Hang, hang.step,
-                        hang.ranks.size() == 1 ? hang.ranks[0] : -1, detail});
+    for (int rank : stop.ranks) detail += stacks_of(files[static_cast<size_t>(rank)], rank);
+    failures.push_back({detectors::FailureKind::Hang, stop.step,
+                        stop.ranks.size() == 1 ? stop.ranks[0] : -1, detail});
     return failures;
   }
-  // Ranks that stopped writing first, then those an exception ended: the first are the likelier
-  // cause (a rank that dies leaves its peers' collective with a connection error).
-  for (size_t rank = 0; rank < files.size(); ++rank)
-    if (!files[rank].ended)
+  // The ranks that stopped short of the collective others waited in come first: a rank that
+  // waited there only saw them go (a dead peer is a connection error in its allreduce, or a wait
+  // until the job is killed), and says so.
+  std::vector<int> order = stop.ranks;  // every rank: those that stopped short, then the others
+  if (stop.collective > 0) {
+    order.insert(order.end(), stop.waiting.begin(), stop.waiting.end());
+  } else {
+    order.resize(files.size());
+    std::iota(order.begin(), order.end(), 0);
+  }
+  for (int rank : order) {
+    const RankFile& file = files[static_cast<size_t>(rank)];
+    const bool waited =
+        std::find(stop.waiting.begin(), stop.waiting.end(), rank) != stop.waiting.end();
+    const std::string victim =
+        waited ? fmt::format(
+                     "; it waited in collective #{} (step {}), which rank(s) {} never "
+                     "entered",
+                     stop.collective, stop.step, fmt::join(stop.ranks, ","))
+               : std::string();
+    if (!file.ended)
       failures.push_back(
-          {detectors::FailureKind::Crash, files[rank].last_step + 1, static_cast<int>(rank),
+          {detectors::FailureKind::Crash, file.last_step + 1, rank,
            fmt::format("rank {} wrote no end event after step {}: it died or was stopped from "
                        "outside (its exit status is not part of an imported run)",
-                       rank, files[rank].last_step) +
-               stacks_of(files[rank], static_cast<int>(rank))});
-  for (size_t rank = 0; rank < files.size(); ++rank)
-    if (files[rank].ended && files[rank].end_status == kErrorEnd)
-      failures.push_back(
-          {detectors::FailureKind::Crash, files[rank].last_step + 1, static_cast<int>(rank),
-           fmt::format("rank {} ended in step {} with an error: {} (its end event)", rank,
-                       files[rank].last_step + 1,
-                       files[rank].end_error.empty() ? "no error given" : files[rank].end_error)});
+                       rank, file.last_step) +
+               victim + stacks_of(file, rank)});
+    else if (file.end_status == kErrorEnd)
+      failures.push_back({detectors::FailureKind::Crash, file.last_step + 1, rank,
+                          fmt::format("rank {} ended in step {} with an error: {} (its end event)",
+                                      rank, file.last_step + 1,
+                                      file.end_error.empty() ? "no error given" : file.end_error) +
+                              victim});
+  }
   return failures;
 }
 

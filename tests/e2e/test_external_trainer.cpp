@@ -552,6 +552,9 @@ TEST(ExternalTrainer, ARankThatDiedInAJobIsNamedBeforeThePeerItsDeathBroke) {
   EXPECT_EQ(failures[1].at("rank"), 0);
   EXPECT_THAT(failures[1].at("detail").get<std::string>(),
               HasSubstr("rank 0 ended in step 130 with an error: RuntimeError: "));
+  EXPECT_THAT(
+      failures[1].at("detail").get<std::string>(),
+      HasSubstr("; it waited in collective #132 (step 130), which rank(s) 1 never entered"));
 
   auto cli = isolate_imported(dir, imported);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
