@@ -3,7 +3,6 @@
 #include "harness/isolate/isolate.hpp"
 
 #include "common/error.hpp"
-#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/isolate/repro.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -115,27 +114,11 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   std::optional<TrialSpec> baseline = request.baseline;
   bool worse_than_reference = false;  // the stored run's failure: judged against a reference
   if (request.from_run > 0) {
-    evidence = isolate::load_evidence(context, request.from_run);
+    auto start = isolate::start_from_run(context, request.from_run, baseline);
+    evidence = std::move(start.evidence);
+    expected_kind = start.expected_kind;
+    worse_than_reference = start.worse_than_reference;
     failing = evidence->spec;
-    if (baseline && baseline->config_path.empty()) {
-      // --baseline-set with --run: the stored run's config with those keys changed.
-      baseline->config_path = failing.config_path;
-      baseline->ranks = failing.ranks;
-      contract::load_recipe(baseline->config_path, baseline->overrides);  // bad keys: now
-    }
-    if (evidence->failure) expected_kind = evidence->failure->kind;
-    if (expected_kind && detectors::is_curve(*expected_kind)) {
-      // Worse than a reference is judged against one: the baseline is that reference here.
-      if (!baseline)
-        throw UserError("run " + std::to_string(evidence->run_id) + "'s " +
-                            to_string(*expected_kind) +
-                            " was judged against a reference, and isolate has none",
-                        "--run",
-                        "give the known-good setup it is worse than: --baseline RECIPE or "
-                        "--baseline-set key=value (the key values of the healthy run)");
-      expected_kind.reset();
-      worse_than_reference = true;
-    }
   }
   context.trainer = contract::TrainerContract::of(failing.config_path);
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},

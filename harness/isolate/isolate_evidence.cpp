@@ -1,6 +1,7 @@
 // Phase 0: start from a stored failing run's own evidence. Its failure and step come from the
 // stored records, its checkpoints from its events; the failure is replayed from the last
 // checkpoint before it, so confirming it costs one checkpoint interval, not the whole run.
+#include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/trial/import_run.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -56,6 +57,29 @@ Evidence load_evidence(Context& context, int64_t run_id) {
   evidence.stopped_writing = is_imported(*run) && evidence.failure &&
                              evidence.failure->kind == detectors::FailureKind::Crash;
   return evidence;
+}
+
+StoredStart start_from_run(Context& context, int64_t run_id, std::optional<TrialSpec>& baseline) {
+  StoredStart start;
+  start.evidence = load_evidence(context, run_id);
+  const TrialSpec& stored = start.evidence.spec;
+  if (baseline && baseline->config_path.empty()) {
+    baseline->config_path = stored.config_path;
+    baseline->ranks = stored.ranks;
+    contract::load_recipe(baseline->config_path, baseline->overrides);  // bad keys: now
+  }
+  if (start.evidence.failure) start.expected_kind = start.evidence.failure->kind;
+  if (start.expected_kind && detectors::is_curve(*start.expected_kind)) {
+    if (!baseline)
+      throw UserError("run " + std::to_string(run_id) + "'s " + to_string(*start.expected_kind) +
+                          " was judged against a reference, and isolate has none",
+                      "--run",
+                      "give the known-good setup it is worse than: --baseline RECIPE or "
+                      "--baseline-set key=value (the key values of the healthy run)");
+    start.expected_kind.reset();
+    start.worse_than_reference = true;
+  }
+  return start;
 }
 
 Outcome stored_outcome(Context& context, const Evidence& evidence) {

@@ -95,6 +95,17 @@ struct Evidence {
   bool stopped_writing = false;
 };
 Evidence load_evidence(Context& context, int64_t run_id);
+
+// `isolate --run`: the stored run's evidence, and the failure kind a replay must show. A failure
+// judged against a reference (a loss regression) has none: the baseline judges it, so one is
+// required, and `worse_than_reference` says to go straight to it. A baseline given as keys only
+// (--baseline-set) is completed here from the stored run's config.
+struct StoredStart {
+  Evidence evidence;
+  std::optional<detectors::FailureKind> expected_kind;
+  bool worse_than_reference = false;
+};
+StoredStart start_from_run(Context& context, int64_t run_id, std::optional<TrialSpec>& baseline);
 // The stored run as an outcome the rank search can compare with (it ran nothing new).
 Outcome stored_outcome(Context& context, const Evidence& evidence);
 // The failure replayed from the last checkpoint before it, to the step that shows it: on one
