@@ -180,10 +180,11 @@ json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step)
   return out;
 }
 
-std::vector<double> lowest_rank_loss(const std::vector<StepRecord>& steps) {
+std::vector<double> rank_loss(const std::vector<StepRecord>& steps, int rank) {
   std::vector<double> loss;
   if (steps.empty()) return loss;
-  const int rank = ranks_of(steps).front();
+  const auto ranks = ranks_of(steps);
+  if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) rank = ranks.front();
   for (const auto& record : steps)
     if (record.rank == rank) loss.push_back(record.loss);
   return loss;

@@ -38,7 +38,9 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
 //   "series": [{"label", "role", "values": [v|null], "nonfinite": [step...]}]}]}
 nlohmann::json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step);
 
-// The lowest rank's loss by step.
-std::vector<double> lowest_rank_loss(const std::vector<StepRecord>& steps);
+// The loss by step of `rank` (the rank a failure is on) when the records hold it, else of the
+// lowest rank: a peer stopped before its bad step (killed once the failing rank had exited)
+// would show a curve without it.
+std::vector<double> rank_loss(const std::vector<StepRecord>& steps, int rank = -1);
 
 }  // namespace faultline::report

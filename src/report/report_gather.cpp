@@ -326,7 +326,9 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
     report.notes.push_back(
         "no healthy reference to compare with: give isolate a baseline (--baseline-set) or store "
         "one with `faultline reference add`");
-  report.loss = lowest_rank_loss(failing.steps);
+  report.loss =
+      rank_loss(failing.steps,
+                fields.value("rank", json()).is_number_integer() ? fields["rank"].get<int>() : -1);
   report.plots = metric_plots(failing, others, band);
   return report;
 }
@@ -387,7 +389,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
       shell_command(json::parse(run.argv_json).get<std::vector<std::string>>());
   Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, store.steps(run_id, -1)};
   const auto band = reference_band(store, run, options, report.notes);
-  report.loss = lowest_rank_loss(curves.steps);
+  report.loss = rank_loss(curves.steps, report.failed ? run.failures.front().rank : -1);
   report.plots = metric_plots(curves, {}, band);
   return report;
 }

@@ -76,7 +76,7 @@ struct Report {
   std::string repro_command;         // what to paste: `faultline repro F3`
   std::string trainer_command;       // the trainer command line it runs
   std::vector<Plot> plots;
-  std::vector<double> loss;  // the subject's lowest rank's loss by step (Markdown sparkline)
+  std::vector<double> loss;  // the failing rank's (else lowest rank's) loss (Markdown sparkline)
 };
 
 }  // namespace faultline::report
