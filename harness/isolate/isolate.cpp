@@ -3,6 +3,7 @@
 #include "harness/isolate/isolate.hpp"
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/isolate/repro.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -61,6 +62,12 @@ TrialSpec spec_from_json(const json& in) {
 
 json stored_timeline(const store::SearchInfo& search) {
   return json::parse(search.state_json).value("timeline", json::array());
+}
+
+std::string pasted_repro_command(const json& repro) {
+  if (repro.contains("command") && repro["command"].is_string())
+    return repro["command"].get<std::string>();
+  return shell_command(repro.value("argv", std::vector<std::string>{}));
 }
 
 json to_json(const Finding& finding) {

@@ -72,6 +72,10 @@ nlohmann::json to_json(const Finding& finding);  // the fields stored with a fin
 // verdict, reused, steps_run and wall_s. Empty for a search that keeps none (commit bisection,
 // and isolate before it kept one).
 nlohmann::json stored_timeline(const store::SearchInfo& search);
+// The trainer command a person pastes to reproduce a finding, from its stored repro: the shell
+// text stored with it (a loop over the ranks for several), else, for a finding stored before it
+// had one, its argv quoted.
+std::string pasted_repro_command(const nlohmann::json& repro);
 nlohmann::json spec_to_json(const TrialSpec& spec);
 TrialSpec spec_from_json(const nlohmann::json& json);
 

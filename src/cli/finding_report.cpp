@@ -11,6 +11,7 @@
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "harness/isolate/isolate.hpp"
 #include "harness/isolate/repro.hpp"
 #include "harness/launch/local_launcher.hpp"
 
@@ -33,11 +34,7 @@ json finding_document(const store::FindingInfo& finding) {
   if (evidence.contains("ranks")) doc["rank_evidence"] = evidence.at("ranks");
   doc["failing_run"] = evidence.value("failing_run", json());
   doc["repro"] = repro.value("argv", json());
-  // The text to paste (a rank loop for several ranks); a finding stored before it had one is its
-  // argv quoted.
-  doc["repro_command"] = repro.contains("command")
-                             ? repro["command"].get<std::string>()
-                             : shell_command(repro.value("argv", std::vector<std::string>{}));
+  doc["repro_command"] = harness::pasted_repro_command(repro);
   doc["detail"] = fields.value("detail", json());
   doc["created_at"] = finding.created_at;
   return doc;

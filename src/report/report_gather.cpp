@@ -295,10 +295,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
     report.notes.push_back("the search's trials were not recorded (found by an older faultline)");
 
   report.repro_command = fmt::format("faultline repro F{}", finding_id);
-  report.trainer_command =
-      repro.contains("command")
-          ? repro["command"].get<std::string>()
-          : shell_command(repro.value("argv", json::array()).get<std::vector<std::string>>());
+  report.trainer_command = harness::pasted_repro_command(repro);
 
   // The curves: the failing run, the replay the finding stands on, and a healthy reference.
   const auto subject = load_run(store, failing_run);
