@@ -19,7 +19,6 @@
 #include "harness/trial/import_files.hpp"
 #include "harness/trial/import_recipe.hpp"
 #include "harness/trial/ingest_sink.hpp"
-#include "probes/detectors/reference.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "trainer/train_config.hpp"
 
@@ -267,10 +266,9 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     for (auto& failure : how_it_ended(files, log.has_value(), info.steps))
       result.failures.push_back(failure);
     for (auto& failure : judge.finish()) result.failures.push_back(failure);
-    if (request.reference && request.thresholds.loss_regression.enabled)
-      if (auto regression = detectors::compare_to_reference(
-              store.steps(result.run_id), *request.reference, request.thresholds.loss_regression))
-        result.failures.push_back(*regression);
+    if (auto regression =
+            regression_against(store, result.run_id, request.reference, request.thresholds))
+      result.failures.push_back(*regression);
     result.malformed = sink.malformed();
     result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;
     info.status = store::RunStatus::Finished;

@@ -173,6 +173,15 @@ std::vector<std::string> trial_overrides(const TrialSpec& spec) {
   return overrides;
 }
 
+std::optional<detectors::Failure> regression_against(
+    const store::Store& store, int64_t run_id,
+    const std::shared_ptr<const std::vector<std::vector<StepRecord>>>& reference,
+    const detectors::Thresholds& thresholds) {
+  if (!reference || !thresholds.loss_regression.enabled) return std::nullopt;
+  return detectors::compare_to_reference(store.steps(run_id), *reference,
+                                         thresholds.loss_regression);
+}
+
 std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer) {
   return contract::TrainerContract::of(spec.config_path).argv(spec, trainer);
 }
@@ -258,10 +267,9 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   if (outcome.infra_detail.empty())
     classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail, ranks);
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
-  if (options_.reference && options_.thresholds.loss_regression.enabled &&
-      outcome.infra_detail.empty())
-    if (auto regression = detectors::compare_to_reference(
-            store_.steps(outcome.run_id), *options_.reference, options_.thresholds.loss_regression))
+  if (outcome.infra_detail.empty())
+    if (auto regression =
+            regression_against(store_, outcome.run_id, options_.reference, options_.thresholds))
       outcome.failures.push_back(*regression);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);

@@ -88,6 +88,13 @@ class TrialRunner {
 // The trial's overrides: the spec's own, then its scale (stop_after, data fraction, ranks).
 std::vector<std::string> trial_overrides(const TrialSpec& spec);
 
+// Stored run `run_id` judged against a reference's runs (their step records): a loss_regression
+// when it trains worse, with the detector on; nullopt otherwise, or without a reference.
+std::optional<detectors::Failure> regression_against(
+    const store::Store& store, int64_t run_id,
+    const std::shared_ptr<const std::vector<std::vector<StepRecord>>>& reference,
+    const detectors::Thresholds& thresholds);
+
 // The trainer command line of a trial, without --out (what a finding's repro says).
 std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer);
 
