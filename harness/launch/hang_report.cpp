@@ -44,31 +44,28 @@ std::string collective_wait(const HangReport& hang) {
 
 std::string stacks_in_log(const std::string& path) {
   // A rank signalled twice (a launcher that relays a signal, a job asked again) dumps the same
-  // stacks twice: each distinct block is kept once.
+  // stacks twice: each distinct block is kept once. A block is its header and the frames below
+  // it, up to a blank line.
   std::ifstream in(path);
-  std::vector<std::string> blocks;
-  std::string line;
-  bool in_block = false;  // a block is its header and the frames below it, up to a blank line
-  while (std::getline(in, line)) {
+  std::vector<std::vector<std::string>> blocks;
+  bool in_block = false;
+  for (std::string line; std::getline(in, line);) {
     if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) {
       blocks.emplace_back();
       in_block = true;
     }
     if (line.empty()) in_block = false;
-    if (in_block) blocks.back() += "\n    " + line;
+    if (in_block) blocks.back().push_back(line);
   }
-  std::vector<std::string> distinct;
-  for (const auto& block : blocks)
+  std::vector<std::vector<std::string>> distinct;
+  for (auto& block : blocks)
     if (std::find(distinct.begin(), distinct.end(), block) == distinct.end())
-      distinct.push_back(block);
+      distinct.push_back(std::move(block));
   std::string stacks;
   int lines = 0;
   for (const auto& block : distinct)
-    for (size_t at = 0; at < block.size() && lines < 40; ++lines) {
-      const size_t next = block.find('\n', at + 1);
-      stacks += block.substr(at, next == std::string::npos ? std::string::npos : next - at);
-      at = next == std::string::npos ? block.size() : next;
-    }
+    for (const auto& line : block)
+      if (lines++ < 40) stacks += "\n    " + line;
   return stacks;
 }
 
