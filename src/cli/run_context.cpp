@@ -63,8 +63,7 @@ bool option_given(const CLI::App& command, const std::string& option) {
 std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id) {
   const auto run = store.get_run(run_id);
   if (!run) return std::nullopt;
-  double slowest_ms = 0;
-  for (const auto& step : store.steps(run_id)) slowest_ms = std::max(slowest_ms, step.step_ms);
+  const double slowest_ms = store.summarize(run_id).slowest_step_ms;
   if (slowest_ms <= 0) return std::nullopt;
   return std::max(10.0, 20 * slowest_ms / 1000 * std::max(1, run->ranks));
 }

@@ -156,6 +156,8 @@ MetricsSummary Store::summarize(int64_t run_id) const {
   Statement per_rank(db_, path_,
                      "SELECT rank, count(*), max(step), sum(tokens), "
                      "sum(CASE WHEN typeof(step_ms) = 'real' AND step_ms BETWEEN 0 AND 1e300 "
+                     "THEN step_ms ELSE 0 END), "
+                     "max(CASE WHEN typeof(step_ms) = 'real' AND step_ms BETWEEN 0 AND 1e300 "
                      "THEN step_ms ELSE 0 END) FROM metrics NOT INDEXED "
                      "WHERE id BETWEEN ?2 AND ?3 AND run_id = ?1 GROUP BY rank ORDER BY rank");
   per_rank.bind(2, range ? range->first : 1);
@@ -169,6 +171,7 @@ MetricsSummary Store::summarize(int64_t run_id) const {
     summary.last_step = std::max(summary.last_step, per_rank.int64(2));
     const double ms = per_rank.real_raw(4);
     if (ms > 0) summary.tokens_per_s += static_cast<double>(per_rank.int64(3)) / (ms / 1000.0);
+    summary.slowest_step_ms = std::max(summary.slowest_step_ms, per_rank.real_raw(5));
   }
   if (lowest_rank) {
     summary.first_loss = loss_at(db_, path_, run_id, *lowest_rank, "ASC");

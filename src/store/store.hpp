@@ -109,6 +109,7 @@ struct MetricsSummary {
   int ranks = 0;                                // distinct ranks with step records
   int64_t last_step = -1;                       // highest step of any rank; -1: none
   int64_t anomalies = 0;                        // anomaly records stored
+  double slowest_step_ms = 0;                   // of any rank, finite step_ms only; 0: none
 };
 
 // How a handle talks to the file. The defaults are what the harness uses; the benchmark and

@@ -42,6 +42,7 @@ TEST(StoreSummary, SummarizeReportsLossesRatesAndCounts) {
   EXPECT_EQ(summary.last_loss, 1.0);
   EXPECT_DOUBLE_EQ(summary.tokens_per_s, 4000.0);
   EXPECT_EQ(summary.anomalies, 1);
+  EXPECT_EQ(summary.slowest_step_ms, 250);  // the untimed (NaN) step is not the slowest
 
   batch = {step_record(0, 10, std::nan(""))};
   store.add_steps(run, batch);
@@ -58,6 +59,7 @@ TEST(StoreSummary, SummarizeOfARunWithoutMetrics) {
   EXPECT_FALSE(summary.first_loss.has_value());
   EXPECT_FALSE(summary.last_loss.has_value());
   EXPECT_EQ(summary.tokens_per_s, 0);
+  EXPECT_EQ(summary.slowest_step_ms, 0);
 }
 
 TEST(StoreSummary, TwoHandlesOnOneFileWriteInTurn) {
