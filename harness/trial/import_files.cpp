@@ -124,6 +124,7 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
   int64_t line_number = 0;
   size_t part_begin = 0;   // where the records of the part after the last restart begin
   bool restarted = false;  // a restart whose first step record is still to come
+  int64_t part_last = 0;   // the current part's last step
   while (begin < text.size()) {
     size_t end = text.find('\n', begin);
     const bool complete = end != std::string::npos;
@@ -155,13 +156,14 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
         file.restarts.back().rerun = drop_superseded(file.records, part_begin, step->step);
         restarted = false;
       }
-      file.last_step = std::max(file.last_step, step->step);
+      part_last = std::max(part_last, step->step);
     }
     if (const auto* event = std::get_if<EventRecord>(&record)) {
       const json fields = json::parse(event->json, nullptr, false);
       if (event->name == "start") {
         if (file.start) {
-          file.restarts.push_back({rank, file.last_step, file.ended, 0, 0});
+          file.restarts.push_back({rank, part_last, file.ended, 0, 0});
+          part_last = 0;
           file.ended = false;
           file.collective_entered = 0;  // a new process counts its collectives from 1
           part_begin = file.records.size();
@@ -198,12 +200,10 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
     }
     file.records.push_back(record);
   }
-  if (!file.restarts.empty()) {  // the steps a restart superseded may have gone further
-    file.last_step = 0;
-    for (const auto& kept : file.records)
-      if (const auto* step = std::get_if<StepRecord>(&kept))
-        file.last_step = std::max(file.last_step, step->step);
-  }
+  // Of the records kept: a part a restart superseded may have gone further than the last one.
+  for (const auto& kept : file.records)
+    if (const auto* step = std::get_if<StepRecord>(&kept))
+      file.last_step = std::max(file.last_step, step->step);
   file.stacks_path = stacks_file(files.dir, rank);
   file.stacks = stacks_in_log(file.stacks_path);
   if (!file.start && !files.log)

@@ -82,6 +82,30 @@ TEST(ImportFiles, ARestartedJobKeepsTheLastRunOfEachStepAndItsLastPartsEnd) {
             "line 3 in f");
 }
 
+TEST(ImportFiles, EachRestartSaysWhereThePartBeforeItStopped) {
+  ScratchDir dir;
+  // Part 1 runs 1..9; part 2 resumes from 5 and stops after 7; part 3 resumes from 5 again and
+  // runs to 10 with an end event.
+  std::string text = line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 1; s <= 9; ++s) text += step(s);
+  for (const int64_t last : {7, 10}) {
+    text += line({{"type", "event"}, {"name", "start"}});
+    text += line({{"type", "event"}, {"name", "resume"}, {"step", 5}, {"path", "/x.pt"}});
+    for (int64_t s = 6; s <= last; ++s) text += step(s);
+  }
+  write_file(dir.file("metrics.rank0.jsonl"),
+             text + line({{"type", "event"}, {"name", "end"}, {"status", "ok"}}));
+  const RankFile file = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  EXPECT_EQ(steps_of(file), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  ASSERT_EQ(file.restarts.size(), 2u);
+  EXPECT_EQ(file.restarts[0].stopped_after, 9);
+  EXPECT_EQ(file.restarts[0].rerun, 4);          // 6..9
+  EXPECT_EQ(file.restarts[1].stopped_after, 7);  // part 2's last step, not part 1's
+  EXPECT_EQ(file.restarts[1].rerun, 2);          // 6..7
+  EXPECT_EQ(file.last_step, 10);
+  EXPECT_TRUE(file.ended);
+}
+
 TEST(ImportFiles, AJobThatRanOnceHasNoRestartAndItsHeartbeats) {
   ScratchDir dir;
   std::string text = line({{"type", "event"}, {"name", "start"}});
