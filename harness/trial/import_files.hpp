@@ -45,8 +45,8 @@ struct RankFile {
   std::string stacks_path;
 };
 
-// The file a rank's stacks go to in a run's folder (FAULTLINE_STACKS, as a faultline trial sets
-// it).
+// The file a rank's stacks go to in a run's folder: where a trial of a launcher's ranks asks
+// them (FAULTLINE_STACKS) and where an import looks for a job's.
 std::string stacks_file(const std::filesystem::path& dir, int rank);
 
 // Where an imported run's files are: metrics.rank<r>.jsonl in a folder, or a log-only trainer's

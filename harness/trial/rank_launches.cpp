@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "harness/launch/log_records.hpp"
+#include "harness/trial/import_files.hpp"
 
 namespace faultline::harness {
 
@@ -25,7 +26,7 @@ std::vector<RankLaunch> rank_launches(const TrialSpec& spec, const contract::Ran
     if (command.one_process) {
       // The launcher's own output holds every rank's; only rank 0 starts a process.
       launch.log_path = out_dir + "/rank0.log";
-      launch.stacks_path = out_dir + "/stacks.rank" + std::to_string(rank) + ".txt";
+      launch.stacks_path = stacks_file(out_dir, rank);
       if (rank == 0) {
         launch.argv = command.argv;
         launch.env = {{"MASTER_ADDR", "127.0.0.1"},
