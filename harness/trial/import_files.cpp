@@ -67,6 +67,13 @@ std::string checkpoint_file(const fs::path& dir, const std::string& path) {
   return fs::path(path).is_absolute() ? path : (dir / path).string();
 }
 
+[[noreturn]] void throw_missing_file(const RunFiles& files, int rank) {
+  throw UserError(fmt::format("missing {} for rank {}", files.log ? "log" : "metrics file", rank),
+                  files.paths.at(static_cast<size_t>(rank)),
+                  files.log ? "an imported log-only run needs rank<r>.log for every rank 0..N-1"
+                            : "an imported run needs metrics.rank<r>.jsonl for every rank 0..N-1");
+}
+
 }  // namespace
 
 std::string stacks_file(const fs::path& dir, int rank) {
@@ -106,6 +113,10 @@ RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* l
                     log ? "give the job's log file, or a folder of rank<r>.log files"
                         : "give the run's output directory (faultline-train --out)");
   for (int rank = 0; rank < count; ++rank) files.paths.push_back(rank_file(path, rank, log));
+  // Before any file is read: a missing rank is known at once, not after the others' records.
+  for (int rank = 0; rank < count; ++rank)
+    if (!fs::is_regular_file(files.paths[static_cast<size_t>(rank)]))
+      throw_missing_file(files, rank);
   return files;
 }
 
@@ -113,24 +124,16 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
   RankFile file;
   file.path = files.paths.at(static_cast<size_t>(rank));
   const char* what = files.log ? "log" : "metrics file";
+  // Line by line: a big job's file is never held whole, only the records kept from it.
   std::ifstream in(file.path, std::ios::binary);
-  if (!in)
-    throw UserError(fmt::format("missing {} for rank {}", what, rank), file.path,
-                    files.log
-                        ? "an imported log-only run needs rank<r>.log for every rank 0..N-1"
-                        : "an imported run needs metrics.rank<r>.jsonl for every rank 0..N-1");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t begin = 0;
+  if (!in) throw_missing_file(files, rank);
   int64_t line_number = 0;
   size_t part_begin = 0;   // where the records of the part after the last restart begin
   bool restarted = false;  // a restart whose first step record is still to come
   int64_t part_last = 0;   // the current part's last step
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    const bool complete = end != std::string::npos;
-    if (!complete) end = text.size();
-    std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
+  std::string line;
+  while (std::getline(in, line)) {
+    const bool complete = !in.eof();  // the file's last line without its newline: cut off?
     ++line_number;
     if (files.log) {
       auto translated = files.log->translate(line, rank, 0);
@@ -141,17 +144,22 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
     auto parsed = parse_metrics_line(line);
     if (parsed.status == ParseStatus::UnknownType) continue;
     if (parsed.status == ParseStatus::Malformed) {
-      if (!complete && !files.log)
-        throw UserError(fmt::format("metrics file is truncated: its last line ({}) is cut off "
-                                    "mid-record ({})",
-                                    line_number, parsed.error),
-                        file.path,
-                        "copy the whole file once the run has ended, or cut the partial line");
+      // A process killed while it wrote its last record (or a file copied while its run still
+      // wrote it) leaves it cut off: that rank stopped there, which how the run ended says.
+      if (!complete && !files.log) file.cut_off_line = line_number;
       file.malformed.emplace_back(line, parsed.error);
       continue;
     }
     const MetricsRecord& record = *parsed.record;
     if (const auto* step = std::get_if<StepRecord>(&record)) {
+      // A log has no start events: a job restarted into the same log (requeued with
+      // --open-mode=append) shows as a step before the one the log last reached.
+      if (files.log && step->step < part_last) {
+        file.restarts.push_back({rank, part_last, false, step->step - 1, 0});
+        part_last = 0;
+        part_begin = file.records.size();
+        restarted = true;
+      }
       if (restarted) {
         file.restarts.back().rerun = drop_superseded(file.records, part_begin, step->step);
         restarted = false;

@@ -16,14 +16,17 @@
 namespace faultline::harness {
 
 // A restart inside one rank's file: a job requeued, or restarted by hand from a checkpoint,
-// appends a new start event (and a resume event) to the same metrics file. The records kept are
-// the last run of each step, as the run's final trajectory.
+// appends a new start event (and a resume event) to the same metrics file; in a log it shows as
+// a step before the one the log had reached. The records kept are the last run of each step, as
+// the run's final trajectory.
 struct Restart {
   int rank = 0;
   int64_t stopped_after = 0;  // the last step before it
   bool ended = false;         // the part before it wrote an end event
-  int64_t resumed_from = 0;   // the step of the checkpoint it resumed from (0: from the start)
-  int64_t rerun = 0;          // steps the part before it had run that it ran again
+  // The step of the checkpoint it resumed from (0: from the start); in a log, the step before
+  // its first one.
+  int64_t resumed_from = 0;
+  int64_t rerun = 0;  // steps the part before it had run that it ran again
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, rank, stopped_after, ended, resumed_from, rerun)
 
@@ -31,8 +34,9 @@ struct RankFile {
   std::string path;
   std::vector<MetricsRecord> records;  // checkpoint events with their paths made absolute
   std::vector<std::pair<std::string, std::string>> malformed;  // line, error
-  std::optional<nlohmann::json> start;                         // its last part's (a log has none)
-  bool ended = false;  // its last part has an end event (a log never has)
+  int64_t cut_off_line = 0;  // its last line, cut off mid-record (0: none); among `malformed`
+  std::optional<nlohmann::json> start;  // its last part's (a log has none)
+  bool ended = false;                   // its last part has an end event (a log never has)
   // That end event's status ("ok", a halt such as "nonfinite", or "error": an exception ended
   // the script) and its error text.
   std::string end_status, end_error;
@@ -58,11 +62,12 @@ struct RunFiles {
 };
 
 // The files of `ranks` ranks (0: as many as there are from rank 0 up) at `given` (a folder, or
-// with `log` also a file). Throws UserError naming what is missing.
+// with `log` also a file). Throws UserError naming the first one missing.
 RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* log);
 
-// One rank's file, every line read and checked: a cut-off last record, a missing checkpoint, a
-// metrics file without a start event are UserErrors naming the file and line.
+// One rank's file, every line read and checked: a missing checkpoint and a metrics file without
+// a start event are UserErrors naming the file and line. A last record cut off mid-line (its
+// process killed while it wrote it) is malformed, and marked.
 RankFile read_rank_file(const RunFiles& files, int rank);
 
 }  // namespace faultline::harness

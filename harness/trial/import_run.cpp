@@ -1,5 +1,5 @@
-// Reads every rank's file in full (import_files.cpp), takes the run's config from its start
-// event or the recipe given with -c, then stores the run in one transaction and judges it as a
+// Takes the run's config from rank 0's start event or the recipe given with -c, then reads and
+// stores each rank's file in turn (import_files.cpp) in one transaction and judges the run as a
 // trial would be judged (how_it_ended: a rank without an end event, or whose log stops short,
 // died or was stopped; ranks stopped while others wait in a collective hung).
 #include "harness/trial/import_run.hpp"
@@ -58,6 +58,16 @@ std::string trainer_of(const json& start) {
                        : fmt::format("{}", fmt::join(words, " "));
 }
 
+[[noreturn]] void throw_longer_than_recipe(const contract::Recipe& recipe, const fs::path& dir,
+                                           int64_t last_step) {
+  throw UserError(
+      fmt::format("the recipe's run is {} steps long, but the run in {} has records "
+                  "up to step {}",
+                  recipe.steps, dir.string(), last_step),
+      recipe.source,
+      fmt::format("set its length: --set {}=<the run's steps>", recipe.command->trainer.steps_key));
+}
+
 // -c RECIPE: it must be a command trainer's recipe that describes the run, key by key.
 void use_recipe(const contract::Recipe& recipe, const json& start, const fs::path& dir,
                 int64_t last_step, store::RunInfo& info) {
@@ -74,13 +84,7 @@ void use_recipe(const contract::Recipe& recipe, const json& start, const fs::pat
                     "add " + mismatch_overrides(mismatches) +
                         " (or change the recipe) so that a replay runs what the run ran");
   }
-  if (recipe.steps < last_step)
-    throw UserError(fmt::format("the recipe's run is {} steps long, but the run in {} has records "
-                                "up to step {}",
-                                recipe.steps, dir.string(), last_step),
-                    recipe.source,
-                    fmt::format("set its length: --set {}=<the run's steps>",
-                                recipe.command->trainer.steps_key));
+  if (recipe.steps < last_step) throw_longer_than_recipe(recipe, dir, last_step);
   info.config = recipe.canonical;
   info.config_hash = recipe.hash;
   info.config_path = recipe.source;
@@ -93,6 +97,16 @@ std::string stacks_of(const RankFile& file, int rank) {
   return file.stacks.empty() ? ""
                              : fmt::format("; the stacks of rank {} (from {}):{}", rank,
                                            file.stacks_path, file.stacks);
+}
+
+// "; its last line (213) is cut off mid-record: ..." when it is.
+std::string cut_off(const RankFile& file) {
+  return file.cut_off_line == 0
+             ? ""
+             : fmt::format(
+                   "; its last line ({}) is cut off mid-record: it was stopped while it "
+                   "wrote it (or the file was copied while the run still wrote it)",
+                   file.cut_off_line);
 }
 
 // An imported run has no exit statuses: how it ended is read from its records. A log that stops
@@ -157,7 +171,7 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
            fmt::format("rank {} wrote no end event after step {}: it died or was stopped from "
                        "outside (its exit status is not part of an imported run)",
                        rank, file.last_step) +
-               victim + stacks_of(file, rank)});
+               cut_off(file) + victim + stacks_of(file, rank)});
     else if (file.end_status == kErrorEnd)
       failures.push_back({detectors::FailureKind::Crash, file.last_step + 1, rank,
                           fmt::format("rank {} ended in step {} with an error: {} (its end event)",
@@ -208,8 +222,10 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   }
   const RunFiles run_files = find_run_files(request.dir, request.ranks, log ? &*log : nullptr);
   const int ranks = static_cast<int>(run_files.paths.size());
+  // Rank 0's file says what the run was; the others are read one at a time as they are stored,
+  // so a big job is never held in memory whole (each file's records are dropped once stored).
   std::vector<RankFile> files;
-  for (int rank = 0; rank < ranks; ++rank) files.push_back(read_rank_file(run_files, rank));
+  files.push_back(read_rank_file(run_files, 0));
 
   const json start = files[0].start.value_or(json::object());
   ImportResult result;
@@ -225,11 +241,8 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
   const auto config = bundled_config(start, info.config, files[0].path);
-  for (const auto& file : files) {
-    result.last_step = std::max(result.last_step, file.last_step);
-    result.restarts.insert(result.restarts.end(), file.restarts.begin(), file.restarts.end());
-  }
-  info.steps = result.last_step;
+  result.last_step = files[0].last_step;
+  info.steps = result.last_step;  // a run without a config: its records' last step (once known)
   result.trainer = trainer_of(start);
   int64_t warmup_steps = 0;
   if (config && request.recipe)
@@ -250,19 +263,34 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   }
   detectors::RunJudge judge(request.thresholds, detectors::RunContext{ranks, warmup_steps});
 
+  // Nothing of it is stored if a later rank's file is refused: the transaction rolls back.
   store.in_transaction([&] {
     result.earlier_imports = store.run_ids_with_parent(info.parent);
     result.run_id = store.create_run(info);
     IngestSink sink(store, result.run_id, judge, nullptr);
     for (int rank = 0; rank < ranks; ++rank) {
-      for (const auto& record : files[rank].records) {
+      if (rank > 0) files.push_back(read_rank_file(run_files, rank));
+      RankFile& file = files.back();
+      if (result.config == ImportedConfig::Recipe && request.recipe->steps < file.last_step)
+        throw_longer_than_recipe(*request.recipe, given, file.last_step);
+      result.last_step = std::max(result.last_step, file.last_step);
+      result.restarts.insert(result.restarts.end(), file.restarts.begin(), file.restarts.end());
+      for (const auto& record : file.records) {
         sink.on_record(rank, record);
         if (const auto* event = std::get_if<EventRecord>(&record))
           result.checkpoints += event->name == "checkpoint";
       }
-      for (const auto& [line, error] : files[rank].malformed) sink.on_malformed(rank, line, error);
+      for (const auto& [line, error] : file.malformed) sink.on_malformed(rank, line, error);
+      // Stored: how the run ended needs only the file's summary. (Assigning {} would keep the
+      // capacity.)
+      file.records = std::vector<MetricsRecord>();
+      file.malformed = std::vector<std::pair<std::string, std::string>>();
     }
     sink.flush();
+    if (result.config == ImportedConfig::Foreign && result.last_step != info.steps) {
+      info.steps = result.last_step;
+      store.set_run_steps(result.run_id, info.steps);
+    }
     for (auto& failure : how_it_ended(files, log.has_value(), info.steps))
       result.failures.push_back(failure);
     for (auto& failure : judge.finish()) result.failures.push_back(failure);

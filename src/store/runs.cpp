@@ -105,6 +105,18 @@ void Store::set_run_argv(int64_t id, const std::string& argv_json) {
   transaction.commit();
 }
 
+void Store::set_run_steps(int64_t id, int64_t steps) {
+  detail::Transaction transaction(db_, path_, tx_depth_);
+  Statement update(db_, path_, "UPDATE runs SET steps = ? WHERE id = ?");
+  update.bind(1, steps);
+  update.bind(2, id);
+  update.run();
+  if (sqlite3_changes(db_) != 1) {
+    throw std::runtime_error("store: set_run_steps of unknown run " + std::to_string(id));
+  }
+  transaction.commit();
+}
+
 void Store::finish_run(int64_t id, const RunInfo& result) {
   detail::Transaction transaction(db_, path_, tx_depth_);
   Statement update(db_, path_,

@@ -140,6 +140,9 @@ class Store {
   int64_t create_run(const RunInfo& run);  // returns its id; status Running
   // The command line, once it is known (it names the run's directory, which needs the id).
   void set_run_argv(int64_t id, const std::string& argv_json);
+  // Its length, once it is known (an imported run without a config: its records' last step,
+  // known when the last rank's file has been stored).
+  void set_run_steps(int64_t id, int64_t steps);
   // Status, end, exit, verdict; failures and malformed counts replace the stored ones.
   void finish_run(int64_t id, const RunInfo& result);
 

@@ -12,6 +12,7 @@
 #include "trainer/sampler.hpp"
 
 using namespace faultline::testing;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -139,13 +140,37 @@ TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
   plain_run(out, {"fault.nan_step=120", "fault.nan_layer=wte"});
   const std::string metrics = out + "/metrics.rank0.jsonl";
 
+  // A killed process's last record cut off mid-line is how that rank ended, not a broken file
+  // (stored in its own store here: the rest of this test stores nothing).
   const std::string truncated = dir + "/truncated";
   fs::copy(out, truncated, fs::copy_options::recursive);
   fs::resize_file(truncated + "/metrics.rank0.jsonl", fs::file_size(metrics) - 7);
-  auto cut = faultline_cli({"import", truncated}, dir);
-  EXPECT_EQ(cut.result.exit_code, 2) << cut.result.output;
-  EXPECT_THAT(cut.result.output, HasSubstr("metrics file is truncated"));
-  EXPECT_THAT(cut.result.output, HasSubstr(truncated + "/metrics.rank0.jsonl"));
+  const std::string elsewhere = dir + "/cut-store";
+  fs::create_directories(elsewhere);
+  auto cut = faultline_cli({"import", truncated, "--json"}, elsewhere);
+  ASSERT_EQ(cut.result.exit_code, 0) << cut.result.output;
+  EXPECT_EQ(cut.doc.at("verdict"), "fail");
+  EXPECT_THAT(cut.doc.at("failures").dump(),
+              AllOf(HasSubstr("wrote no end event after step 120"),
+                    HasSubstr("is cut off mid-record: it was stopped while it wrote it")));
+
+  // Rank 1's file is refused after rank 0's records went into the store's transaction: it
+  // rolls back.
+  const std::string headless = dir + "/headless";
+  fs::copy(out, headless, fs::copy_options::recursive);
+  {
+    std::ifstream in(metrics);
+    std::ofstream rank1(headless + "/metrics.rank1.jsonl");
+    std::string line;
+    for (std::getline(in, line); std::getline(in, line);) rank1 << line << "\n";
+  }
+  auto no_start = faultline_cli({"import", headless}, dir);
+  EXPECT_EQ(no_start.result.exit_code, 2) << no_start.result.output;
+  EXPECT_THAT(no_start.result.output, HasSubstr("no start event in the metrics file"));
+  EXPECT_THAT(no_start.result.output, HasSubstr(headless + "/metrics.rank1.jsonl"));
+  auto one_missing = faultline_cli({"import", out, "--ranks", "3"}, dir);
+  EXPECT_EQ(one_missing.result.exit_code, 2) << one_missing.result.output;
+  EXPECT_THAT(one_missing.result.output, HasSubstr("missing metrics file for rank 1"));
 
   fs::remove(out + "/checkpoints/step-00000100.ckpt");
   auto missing = faultline_cli({"import", out}, dir);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -117,6 +119,48 @@ TEST(ImportFiles, AJobThatRanOnceHasNoRestartAndItsHeartbeats) {
   EXPECT_EQ(file.collective_entered, 4);
   EXPECT_FALSE(file.ended);
   EXPECT_EQ(file.stacks, "");
+}
+
+TEST(ImportFiles, ALastRecordCutOffMidLineIsMarkedNotRefused) {
+  ScratchDir dir;
+  std::string text = line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 1; s <= 3; ++s) text += step(s);
+  const std::string fourth = step(4);
+  write_file(dir.file("metrics.rank0.jsonl"), text + fourth.substr(0, fourth.size() / 2));
+  const RankFile file = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  EXPECT_EQ(steps_of(file), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(file.cut_off_line, 5);
+  EXPECT_EQ(file.malformed.size(), 1u);
+  EXPECT_FALSE(file.ended);
+
+  // A malformed line with its newline was written whole: malformed, not cut off.
+  write_file(dir.file("metrics.rank0.jsonl"), text + "{not json\n" + step(4));
+  const RankFile whole = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  EXPECT_EQ(whole.cut_off_line, 0);
+  EXPECT_EQ(whole.malformed.size(), 1u);
+  EXPECT_EQ(whole.last_step, 4);
+}
+
+TEST(ImportFiles, ALogRestartedIntoTheSameFileIsSplitWhereItsStepGoesBack) {
+  ScratchDir dir;
+  // A requeued job appends to its log: 1..7, then again from the checkpoint of step 4: 5..9.
+  std::string text = "starting\n";
+  for (int s = 1; s <= 7; ++s) text += fmt::format("step {} loss 2.5\n", s);
+  text += "resuming\n";
+  for (int s = 5; s <= 9; ++s) text += fmt::format("step {} loss 2.0\n", s);
+  write_file(dir.file("train.log"), text);
+  const auto log = LogRecords::compile(R"(step (?P<step>\d+) loss (?P<loss>\S+))", "", "", "");
+  const RankFile file = read_rank_file(find_run_files(dir.file("train.log"), 0, &log), 0);
+  EXPECT_EQ(steps_of(file), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  for (const auto& record : file.records)
+    if (const auto* s = std::get_if<StepRecord>(&record); s && s->step >= 5) {
+      EXPECT_EQ(s->loss, 2.0) << "step " << s->step << " is the second part's";
+    }
+  ASSERT_EQ(file.restarts.size(), 1u);
+  EXPECT_EQ(file.restarts[0].stopped_after, 7);
+  EXPECT_EQ(file.restarts[0].resumed_from, 4);
+  EXPECT_EQ(file.restarts[0].rerun, 3);  // 5..7
+  EXPECT_EQ(file.last_step, 9);
 }
 
 }  // namespace

@@ -135,6 +135,20 @@ TEST(Store, ListRunsNewestFirstWithLimit) {
   EXPECT_EQ(store.list_runs().size(), 5u);
 }
 
+TEST(Store, ARunsArgvAndLengthAreSetOnceKnown) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t id = store.create_run(sample_run());
+  store.set_run_argv(id, R"(["faultline-train","--out","runs/run-1"])");
+  store.set_run_steps(id, 250);
+  const auto run = store.get_run(id);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->argv_json, R"(["faultline-train","--out","runs/run-1"])");
+  EXPECT_EQ(run->steps, 250);
+  EXPECT_EQ(run->config_hash, "0123456789abcdef");  // the rest as created
+  EXPECT_THROW(store.set_run_steps(id + 1, 1), std::runtime_error);
+}
+
 TEST(Store, FinishingAnUnknownRunIsABug) {
   ScratchDir dir;
   Store store = Store::open(dir.file("f.db"));

@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""What `faultline import` costs on a big job: wall time, records/s and peak memory (docs/isolate.md).
+
+Writes a job's metrics files as the Python helper writes them (a start event, then per step a
+collective heartbeat and a step record, then an end event), `--ranks` files of `--steps` steps,
+and imports them into a fresh store, timed. Peak memory is the import process's maximum resident
+set size (getrusage of the child). The files are synthetic so that any size can be made in
+seconds; their lines have the helper's fields and lengths.
+
+    /usr/bin/python3 tests/bench/import_scale.py --faultline build/src/cli/faultline \\
+        [--ranks 8] [--steps 100000] [--dir /tmp/import-scale]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import time
+
+
+def write_job(folder, ranks, steps):
+    for rank in range(ranks):
+        start = {"v": 1, "rank": rank, "t": 0.0, "type": "event", "name": "start",
+                 "config": {"steps": steps, "lr": 0.01, "seed": 1234}, "world_size": ranks,
+                 "trainer": "python", "helper": "faultline_probe",
+                 "command": ["train.py", "--steps", str(steps)]}
+        end = {"v": 1, "rank": rank, "t": steps * 0.01 + 0.01, "type": "event", "name": "end",
+               "status": "ok", "step": steps}
+        with open(os.path.join(folder, f"metrics.rank{rank}.jsonl"), "w") as f:
+            f.write(json.dumps(start, separators=(",", ":")) + "\n")
+            for s in range(1, steps + 1):
+                t = s * 0.01
+                f.write(f'{{"v":1,"rank":{rank},"t":{t:.6f},"type":"event","name":"collective",'
+                        f'"op":"allreduce","step":{s},"seq":{s}}}\n')
+                f.write(f'{{"v":1,"rank":{rank},"t":{t + 0.005:.6f},"type":"step","step":{s},'
+                        f'"loss":{4.0 - s * 1e-5 + rank * 1e-4:.9f},"grad_norm":1.4875530004501343,'
+                        f'"lr":0.001,"step_ms":17.067,"data_ms":0.425,"comm_ms":8.159,'
+                        f'"cpu_ms":{6.5 + (s * 7 + rank * 3) % 11 * 0.01:.3f},"tokens":128,'
+                        f'"collectives":{s},"mem_bytes":255275008,"mem_total_bytes":25276194816,'
+                        f'"nonfinite":0,"param_norm":18.696067810058594}}\n')
+            f.write(json.dumps(end, separators=(",", ":")) + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--faultline", required=True, help="the faultline binary")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--dir", default="/tmp/import-scale", help="scratch folder (emptied)")
+    args = p.parse_args()
+
+    shutil.rmtree(args.dir, ignore_errors=True)
+    job = os.path.join(args.dir, "job")
+    os.makedirs(job)
+    write_job(job, args.ranks, args.steps)
+    size = sum(os.path.getsize(os.path.join(job, n)) for n in os.listdir(job))
+    db = os.path.join(args.dir, "faultline.db")
+    begin = time.monotonic()
+    done = subprocess.run([args.faultline, "--db", db, "-q", "import", job], capture_output=True,
+                          text=True)
+    wall = time.monotonic() - begin
+    if done.returncode != 0:
+        raise SystemExit(f"import failed ({done.returncode}): {done.stdout}{done.stderr}")
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    records = args.ranks * (2 * args.steps + 2)
+    print(f"{args.ranks} ranks x {args.steps} steps: {records} records, {size / 2**20:.0f} MiB "
+          f"of metrics")
+    print(f"import: {wall:.1f} s, {records / wall / 1000:.0f}k records/s, peak RSS "
+          f"{peak_mib:.0f} MiB, store {os.path.getsize(db) / 2**20:.0f} MiB")
+    print(done.stdout.strip().splitlines()[0])
+    shutil.rmtree(args.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
