@@ -639,6 +639,48 @@ TEST(ExternalTrainer, AJobThatTrainsWorseThanAReferenceIsImportedAgainstItAndIts
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
 // (train_log_only.py --ckpt-every/--resume): its job's log, imported with its recipe, is isolated
 // from the script's own checkpoint before the NaN.
+// A log-only job requeued with --open-mode=append: one log, no start event between its parts.
+TEST(ExternalTrainer, ALogOnlyJobRequeuedIntoItsOwnLogIsSplitWhereItsStepGoesBack) {
+  const std::string dir = make_temp_dir("ext-import-log-requeue");
+  const std::string job = dir + "/job";
+  const std::vector<std::string> script = {"/usr/bin/python3",
+                                           kExamples + "/train_log_only.py",
+                                           "--steps",
+                                           "200",
+                                           "--nan-step",
+                                           "150",
+                                           "--out",
+                                           job,
+                                           "--ckpt-every",
+                                           "50"};
+  auto first = script;
+  first.insert(first.end(), {"--stop-after", "130"});  // preempted after step 130
+  const auto preempted = run_process({first, {}, 300});
+  ASSERT_EQ(preempted.exit_code, 0) << preempted.output;
+  auto second = script;
+  second.insert(second.end(), {"--resume", job + "/ckpt_000100.pt"});
+  const auto requeued = run_process({second, {}, 300});
+  ASSERT_EQ(requeued.exit_code, 1) << requeued.output;  // the naive script dies on the NaN
+  std::ofstream(job + "/train.log") << preempted.output << requeued.output;
+
+  auto imported = faultline_cli(
+      with_sets({"import", job + "/train.log", "-c", kExamples + "/log_checkpoints.toml", "--json"},
+                {"train.steps=200", "fault.nan_step=150"}),
+      dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("last_step"), 150);
+  EXPECT_EQ(imported.doc.at("checkpoints"), 2);  // steps 50 and 100, from the first part
+  ASSERT_EQ(imported.doc.at("restarts").size(), 1u) << imported.doc.dump();
+  const auto& restart = imported.doc.at("restarts")[0];
+  EXPECT_EQ(restart.at("stopped_after"), 130);
+  EXPECT_EQ(restart.at("resumed_from"), 100);
+  EXPECT_EQ(restart.at("rerun"), 30);
+  EXPECT_THAT(imported.result.output, ::testing::Not(HasSubstr("error")));
+  auto runs = faultline_cli({"runs", "--json"}, dir);
+  ASSERT_EQ(runs.result.exit_code, 0) << runs.result.output;
+  EXPECT_EQ(runs.doc.at("runs")[0].at("steps_run"), 150) << runs.doc.dump();  // not 180
+}
+
 TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheckpoints) {
   const std::string dir = make_temp_dir("ext-import-log");
   const std::string job = dir + "/job";
