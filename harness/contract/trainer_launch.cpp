@@ -73,9 +73,11 @@ std::string TrainerContract::pasted_command(const TrialSpec& spec,
                                             const std::string& trainer) const {
   const std::string one = shell_command(argv(spec, trainer));
   if (spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher)) return one;
+  // The rendezvous port is torchrun's default unless the shell says otherwise: a person whose
+  // 29500 is taken prefixes MASTER_PORT=... to the paste.
   return fmt::format(
       "for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT=29500 {} & done; wait",
+      "MASTER_PORT=${{MASTER_PORT:-29500}} {} & done; wait",
       spec.ranks - 1, spec.ranks, one);
 }
 

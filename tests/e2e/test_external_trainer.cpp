@@ -566,6 +566,16 @@ TEST(ExternalTrainer, ARankThatDiedInAJobIsNamedBeforeThePeerItsDeathBroke) {
   EXPECT_THAT(detail, HasSubstr("rank 1 died of SIGSEGV; its stacks (from its log):"));
   EXPECT_THAT(detail, HasSubstr("in at_step_start"));
   EXPECT_THAT(detail, ::testing::Not(HasSubstr("Extension modules")));
+
+  // The command to paste starts both ranks from the checkpoint, on the port the shell gives:
+  // rank 1 dies at step 130 again, and rank 0 sees it go.
+  const auto pasted =
+      run_process({{"/bin/bash", "-c", cli.doc.at("repro_command").get<std::string>()},
+                   {{"MASTER_PORT", std::to_string(free_port())}},
+                   300});
+  EXPECT_FALSE(pasted.timed_out) << pasted.output;
+  EXPECT_THAT(pasted.output, HasSubstr("Segmentation fault"));
+  EXPECT_THAT(pasted.output, HasSubstr("RuntimeError"));  // Gloo's words for it vary
 }
 
 // The same on one rank: no collective heartbeats, so the import cannot tell a hang from a death
