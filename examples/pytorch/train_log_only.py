@@ -16,6 +16,7 @@ step's line (`loss nan`), a message on stderr, and exits 1: a naive script dying
 Its checkpoints are its own, as in nanoGPT: with --ckpt-every N it saves the model, the
 optimizer, the step and both RNG states to <--out>/ckpt_<step>.pt after every N-th step and
 prints `saved checkpoint PATH at step N`; --resume PATH continues from one, bit for bit.
+With --ckpt-name ckpt.pt every checkpoint is saved over that one file, as nanoGPT's out/ckpt.pt.
 
     /usr/bin/python3 examples/pytorch/train_log_only.py --steps 100
     /usr/bin/python3 examples/pytorch/train_log_only.py --steps 100 --out run --ckpt-every 50
@@ -43,6 +44,7 @@ def main(argv=None):
     p.add_argument("--out", default=".", help="where checkpoints go")
     p.add_argument("--ckpt-every", type=int, default=0, help="save a checkpoint every N steps")
     p.add_argument("--resume", default="", help="continue from this checkpoint")
+    p.add_argument("--ckpt-name", default="", help="one file saved over (default: ckpt_<step>.pt)")
     own = p.parse_args(argv)
     if own.steps < 1 or own.batch_size < 1 or own.ckpt_every < 0:
         p.error("--steps and --batch-size must be at least 1, --ckpt-every at least 0")
@@ -82,12 +84,12 @@ def main(argv=None):
         if not math.isfinite(value):
             sys.exit(f"train_log_only.py: loss is {value} at step {step}")
         if args.ckpt_every and step % args.ckpt_every == 0:
-            save_checkpoint(args.out, step, model, optimizer, order)
+            save_checkpoint(args.out, args.ckpt_name, step, model, optimizer, order)
 
 
-def save_checkpoint(out, step, model, optimizer, order):
+def save_checkpoint(out, name, step, model, optimizer, order):
     os.makedirs(out, exist_ok=True)
-    path = os.path.abspath(os.path.join(out, f"ckpt_{step:06d}.pt"))
+    path = os.path.abspath(os.path.join(out, name or f"ckpt_{step:06d}.pt"))
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "order": order.get_state(), "torch_rng": torch.get_rng_state()}
     torch.save(state, path + ".tmp")

@@ -130,7 +130,7 @@ GcPlan plan_gc(const store::Store& store, const GcOptions& options) {
       const auto ended = parse_utc(run.ended_at.empty() ? run.started_at : run.ended_at);
       if (!ended || *ended >= *options.older_than) continue;
     }
-    const auto events = store.events(run.id);
+    const auto events = store.events(run.id, {"checkpoint"});
     const std::string dir = run_directory(run, events);
     std::error_code error;
     if (dir.empty() || !fs::is_directory(dir, error)) continue;

@@ -41,7 +41,8 @@ struct GcPlan {
 };
 
 // The directory a run wrote to: the trainer's --out, else the run-<id> folder its command line
-// or its checkpoints name; "" when it cannot be told (gc then leaves the run alone).
+// or its checkpoints name (`events`: its checkpoint events are enough); "" when it cannot be told
+// (gc then leaves the run alone).
 std::string run_directory(const store::RunInfo& run, const std::vector<EventRecord>& events);
 
 GcPlan plan_gc(const store::Store& store, const GcOptions& options);

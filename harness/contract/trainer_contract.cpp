@@ -211,15 +211,45 @@ double TrainerContract::data_fraction(const TrialSpec& spec) const {
   return load_recipe(spec.config_path, trial_overrides(spec)).data_fraction;
 }
 
-std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id) {
-  std::vector<Checkpoint> found;
-  for (const auto& event : store.events(run_id)) {
-    if (event.name != "checkpoint" && event.name != "resume") continue;
+std::vector<Checkpoint> named_checkpoints(const store::Store& store, int64_t run_id) {
+  std::vector<Checkpoint> named;
+  for (const auto& event : store.events(run_id, {"checkpoint", "resume"})) {
     const auto fields = nlohmann::json::parse(event.json, nullptr, false);
-    if (fields.is_discarded() || !fields.contains("path") || !fields.contains("step")) continue;
-    Checkpoint checkpoint{fields["step"].get<int64_t>(), fields["path"].get<std::string>()};
+    if (fields.is_discarded() || !fields.contains("path") || !fields.contains("step") ||
+        !fields["path"].is_string() || !fields["step"].is_number())
+      continue;
+    named.push_back({fields["step"].get<int64_t>(), fields["path"].get<std::string>()});
+  }
+  return named;
+}
+
+std::map<std::string, std::vector<int64_t>> saved_over(const std::vector<Checkpoint>& named) {
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const auto& checkpoint : named) {
+    auto& of_path = steps[checkpoint.path];
+    if (std::find(of_path.begin(), of_path.end(), checkpoint.step) == of_path.end())
+      of_path.push_back(checkpoint.step);
+  }
+  for (auto it = steps.begin(); it != steps.end();) {
+    std::sort(it->second.begin(), it->second.end());
+    it = it->second.size() > 1 ? std::next(it) : steps.erase(it);
+  }
+  return steps;
+}
+
+std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id) {
+  const auto named = named_checkpoints(store, run_id);
+  const auto over = saved_over(named);
+  std::vector<Checkpoint> found;
+  for (const auto& checkpoint : named) {
+    // A path saved over (nanoGPT's out/ckpt.pt) holds its last save only: an earlier step's
+    // event names a state that is gone.
+    if (const auto it = over.find(checkpoint.path);
+        it != over.end() && checkpoint.step != it->second.back())
+      continue;
+    // A file, or a folder (a sharded or Hugging Face style checkpoint-500/).
     std::error_code error;
-    if (!std::filesystem::is_regular_file(checkpoint.path, error)) continue;
+    if (!std::filesystem::exists(checkpoint.path, error)) continue;
     if (at_step(found, checkpoint.step)) continue;
     found.push_back(checkpoint);
   }

@@ -117,8 +117,13 @@ std::vector<std::string> trial_variables();
 // otherwise make every trial resume from that checkpoint).
 void forget_inherited_trial_variables();
 
-// The checkpoints a stored run's events name, by step: the one it resumed from (if any), then
-// those it wrote. Only files that still exist.
+// Every checkpoint a stored run's `resume` and `checkpoint` events name, in event order.
+std::vector<Checkpoint> named_checkpoints(const store::Store& store, int64_t run_id);
+// The paths that several of them name with different steps, each with its steps in order: one
+// file saved over at each checkpoint, which holds the last step's state only.
+std::map<std::string, std::vector<int64_t>> saved_over(const std::vector<Checkpoint>& named);
+// The checkpoints a replay may start from, by step: the one it resumed from (if any), then those
+// it wrote. Only files (or folders) that still exist, and of a path saved over, its last step.
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id);
 // The last of them before `step` (step 0 counts as a fresh start: nullopt).
 std::optional<Checkpoint> last_before(const std::vector<Checkpoint>& checkpoints, int64_t step);

@@ -191,7 +191,7 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
         file.collective_entered = std::max(file.collective_entered, fields["seq"].get<int64_t>());
       if (event->name == "checkpoint" && fields.is_object() && fields.contains("path")) {
         const std::string path = checkpoint_file(files.dir, fields["path"].get<std::string>());
-        if (!fs::is_regular_file(path))
+        if (!fs::exists(path))  // a file, or a folder (a sharded checkpoint-500/)
           throw UserError(fmt::format("the checkpoint of step {} that line {} names is missing: {}",
                                       event->step.value_or(-1), line_number, path),
                           file.path,

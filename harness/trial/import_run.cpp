@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "harness/contract/trainer_contract.hpp"
 #include "harness/launch/hang_report.hpp"
 #include "harness/trial/import_files.hpp"
 #include "harness/trial/import_recipe.hpp"
@@ -275,11 +276,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
         throw_longer_than_recipe(*request.recipe, given, file.last_step);
       result.last_step = std::max(result.last_step, file.last_step);
       result.restarts.insert(result.restarts.end(), file.restarts.begin(), file.restarts.end());
-      for (const auto& record : file.records) {
-        sink.on_record(rank, record);
-        if (const auto* event = std::get_if<EventRecord>(&record))
-          result.checkpoints += event->name == "checkpoint";
-      }
+      for (const auto& record : file.records) sink.on_record(rank, record);
       for (const auto& [line, error] : file.malformed) sink.on_malformed(rank, line, error);
       // Stored: how the run ended needs only the file's summary. (Assigning {} would keep the
       // capacity.)
@@ -287,6 +284,8 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
       file.malformed = std::vector<std::pair<std::string, std::string>>();
     }
     sink.flush();
+    result.saved_over = contract::saved_over(contract::named_checkpoints(store, result.run_id));
+    result.checkpoints = static_cast<int64_t>(contract::checkpoints(store, result.run_id).size());
     if (result.config == ImportedConfig::Foreign && result.last_step != info.steps) {
       info.steps = result.last_step;
       store.set_run_steps(result.run_id, info.steps);

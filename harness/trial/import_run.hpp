@@ -1,10 +1,11 @@
 // `faultline import DIR`: a run faultline did not launch (a plain faultline-train run, a cluster
 // job's output directory) stored as a run, judged by the same detectors, ready for
-// `isolate --run`. Everything is read and checked before anything is stored: a missing or
-// truncated file is a UserError naming it, and nothing half imported is kept.
+// `isolate --run`. Stored in one transaction: a missing or broken file is a UserError naming
+// it, and nothing half imported is kept.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,7 +43,10 @@ struct ImportResult {
   int64_t run_id = 0;
   int ranks = 0;
   int64_t last_step = 0;
-  int64_t checkpoints = 0;  // checkpoint events whose files were found
+  int64_t checkpoints = 0;  // checkpoints a replay may start from (contract::checkpoints)
+  // Paths several checkpoint events name with different steps: one file saved over each time
+  // (nanoGPT's out/ckpt.pt), which holds its last step's state only.
+  std::map<std::string, std::vector<int64_t>> saved_over;
   ImportedConfig config = ImportedConfig::Bundled;
   std::string trainer;  // what the start event says ran it (e.g. "python train.py")
   Verdict verdict = Verdict::Pass;

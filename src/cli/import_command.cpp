@@ -123,6 +123,7 @@ int run_import(const ImportArgs& args) {
                             {"failures", failures_json(result.failures)},
                             {"malformed", result.malformed},
                             {"restarts", result.restarts},
+                            {"saved_over", result.saved_over},
                             {"earlier_imports", result.earlier_imports}}
                            .dump());
   } else {
@@ -132,6 +133,12 @@ int run_import(const ImportArgs& args) {
     print_failures(result.failures);
     print_malformed(result.malformed);
     print_restarts(result.restarts);
+    for (const auto& [path, steps] : result.saved_over)
+      fmt::print(
+          "  note: {} was saved over at steps {}: it holds step {}'s state only, so a replay "
+          "starts from there or before it; keep one file per checkpoint (e.g. ckpt_{{step}}.pt) "
+          "to replay from any\n",
+          path, fmt::join(steps, ", "), steps.back());
     if (!result.earlier_imports.empty())
       fmt::print(
           "  note: this directory was imported before, as run(s) {}; they are kept, and `isolate "

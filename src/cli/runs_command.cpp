@@ -170,7 +170,7 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   fmt::print("  recipe:   {} (config {})\n", run.config_path, run.config_hash);
   const std::string overrides = overrides_of(words);
   fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);
-  const std::string dir = harness::run_directory(run, store.events(run.id));
+  const std::string dir = harness::run_directory(run, store.events(run.id, {"checkpoint"}));
   fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir,
              !dir.empty() && !std::filesystem::exists(dir) ? " (removed)" : "");
   fmt::print("  started:  {}{}\n", run.started_at,
@@ -237,7 +237,7 @@ void add_runs_commands(CLI::App& app) {
     auto doc = run_json(run, store.summarize(run.id));
     doc["config"] = run.config;
     doc["argv"] = json::parse(run.argv_json, nullptr, false);
-    doc["run_dir"] = harness::run_directory(run, store.events(run.id));
+    doc["run_dir"] = harness::run_directory(run, store.events(run.id, {"checkpoint"}));
     fmt::print("{}\n", doc.dump());
   });
 }

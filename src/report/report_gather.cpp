@@ -126,7 +126,7 @@ std::string first_failure(const store::RunInfo& run) {
 // "2 ranks · steps 9..12 · 50% of the data": the shape of the trial a run was.
 std::string trial_shape(const store::Store& store, const store::RunInfo& run) {
   int64_t from = 0;
-  for (const auto& event : store.events(run.id))
+  for (const auto& event : store.events(run.id, {kResumeEvent}))
     if (event.name == kResumeEvent && event.step) from = *event.step;
   std::string text = fmt::format("{} rank{} · steps {}..{}", run.ranks, run.ranks == 1 ? "" : "s",
                                  from + 1, run.steps);

@@ -1,5 +1,8 @@
 // Reading a run's metrics back: step, anomaly, event and fingerprint records, and the summary
 // that `faultline runs` and the smoke gate print.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -63,6 +66,22 @@ std::optional<double> loss_at(sqlite3* db, const std::string& path, int64_t run_
   if (!query.step()) return std::nullopt;
   return read_real(query, 0);
 }
+
+// The rows of a query of (rank, t, name, step, json), in its order.
+std::vector<EventRecord> read_events(Statement& query) {
+  std::vector<EventRecord> events;
+  while (query.step()) {
+    EventRecord event;
+    event.rank = static_cast<int>(query.int64(0));
+    event.t = read_real(query, 1);
+    event.name = query.text(2);
+    event.step = query.opt_int64(3);
+    event.json = query.text(4);
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
 }  // namespace
 
 std::vector<StepRecord> Store::steps(int64_t run_id, int rank) const {
@@ -121,17 +140,20 @@ std::vector<EventRecord> Store::events(int64_t run_id) const {
   Statement query(db_, path_,
                   "SELECT rank, t, name, step, json FROM events WHERE run_id = ? ORDER BY id");
   query.bind(1, run_id);
-  std::vector<EventRecord> events;
-  while (query.step()) {
-    EventRecord event;
-    event.rank = static_cast<int>(query.int64(0));
-    event.t = read_real(query, 1);
-    event.name = query.text(2);
-    event.step = query.opt_int64(3);
-    event.json = query.text(4);
-    events.push_back(std::move(event));
-  }
-  return events;
+  return read_events(query);
+}
+
+std::vector<EventRecord> Store::events(int64_t run_id,
+                                       const std::vector<std::string>& names) const {
+  if (names.empty()) return {};
+  const std::vector<std::string> marks(names.size(), "?");
+  Statement query(db_, path_,
+                  fmt::format("SELECT rank, t, name, step, json FROM events WHERE run_id = ? AND "
+                              "name IN ({}) ORDER BY id",
+                              fmt::join(marks, ", ")));
+  query.bind(1, run_id);
+  for (size_t i = 0; i < names.size(); ++i) query.bind(static_cast<int>(i) + 2, names[i]);
+  return read_events(query);
 }
 
 std::vector<FingerprintRecord> Store::fingerprints(int64_t run_id) const {

@@ -170,7 +170,10 @@ class Store {
   std::vector<StepRecord> steps(int64_t run_id, int rank = -1) const;  // -1: all ranks
   std::vector<AnomalyRecord> anomalies(int64_t run_id) const;          // insertion order
   std::vector<EventRecord> events(int64_t run_id) const;               // insertion order
-  std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;   // insertion order
+  // Only the events of these names (a big job's run holds a collective heartbeat per step and
+  // rank, which a caller after its start or checkpoint events should not load).
+  std::vector<EventRecord> events(int64_t run_id, const std::vector<std::string>& names) const;
+  std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;  // insertion order
   MetricsSummary summarize(int64_t run_id) const;
 
   // Trial cache. put_trial inserts, or replaces the outcome and run of the same spec_hash.

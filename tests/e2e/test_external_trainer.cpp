@@ -649,6 +649,35 @@ TEST(ExternalTrainer, AJobThatTrainsWorseThanAReferenceIsImportedAgainstItAndIts
 // A script that knows nothing about faultline but prints its checkpoints and resumes from one
 // (train_log_only.py --ckpt-every/--resume): its job's log, imported with its recipe, is isolated
 // from the script's own checkpoint before the NaN.
+// nanoGPT saves every checkpoint over out/ckpt.pt: only the last save's step can be replayed.
+TEST(ExternalTrainer, ALogOnlyJobThatSavesOverOneCheckpointFileIsReplayedFromItsLastSave) {
+  const std::string dir = make_temp_dir("ext-import-log-ckpt");
+  const std::string job = dir + "/job";
+  const auto ran = run_process(
+      {{"/usr/bin/python3", kExamples + "/train_log_only.py", "--steps", "200", "--nan-step", "150",
+        "--out", job, "--ckpt-every", "50", "--ckpt-name", "ckpt.pt"},
+       {},
+       300});
+  ASSERT_EQ(ran.exit_code, 1) << ran.output;
+  std::ofstream(job + "/train.log") << ran.output;
+  auto imported = faultline_cli(
+      with_sets({"import", job + "/train.log", "-c", kExamples + "/log_checkpoints.toml", "--json"},
+                {"train.steps=200", "fault.nan_step=150"}),
+      dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(imported.doc.at("checkpoints"), 1);  // step 50's state was saved over by step 100's
+  EXPECT_EQ(imported.doc.at("saved_over").at(job + "/ckpt.pt"), nlohmann::json::array({50, 100}))
+      << imported.doc.dump();
+  auto text = faultline_cli(
+      with_sets({"import", job + "/train.log", "-c", kExamples + "/log_checkpoints.toml"},
+                {"train.steps=200", "fault.nan_step=150"}),
+      dir);
+  EXPECT_THAT(text.result.output, HasSubstr("/ckpt.pt was saved over at steps 50, 100: it holds "
+                                            "step 100's state only"));
+  expect_isolated_from_checkpoint_100(dir,
+                                      std::to_string(imported.doc.at("run_id").get<int64_t>()));
+}
+
 // A log-only job requeued with --open-mode=append: one log, no start event between its parts.
 TEST(ExternalTrainer, ALogOnlyJobRequeuedIntoItsOwnLogIsSplitWhereItsStepGoesBack) {
   const std::string dir = make_temp_dir("ext-import-log-requeue");

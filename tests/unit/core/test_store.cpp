@@ -149,6 +149,27 @@ TEST(Store, ARunsArgvAndLengthAreSetOnceKnown) {
   EXPECT_THROW(store.set_run_steps(id + 1, 1), std::runtime_error);
 }
 
+TEST(Store, EventsOfSomeNamesOnlyInInsertionOrder) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t id = store.create_run(sample_run());
+  std::vector<EventRecord> events;
+  for (const char* name : {"start", "collective", "checkpoint", "collective", "resume", "end"}) {
+    EventRecord event;
+    event.name = name;
+    event.json = std::string(R"({"name":")") + name + "\"}";
+    events.push_back(event);
+  }
+  store.add_events(id, events);
+  std::vector<std::string> names;
+  for (const auto& event : store.events(id, {"resume", "checkpoint"})) names.push_back(event.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "resume"}));
+  EXPECT_EQ(store.events(id, {"start"}).at(0).json, R"({"name":"start"})");
+  EXPECT_TRUE(store.events(id, {"batch"}).empty());
+  EXPECT_TRUE(store.events(id, {}).empty());
+  EXPECT_EQ(store.events(id).size(), 6u);
+}
+
 TEST(Store, FinishingAnUnknownRunIsABug) {
   ScratchDir dir;
   Store store = Store::open(dir.file("f.db"));

@@ -2,6 +2,7 @@
 // checkpoints known from a stored run's events (not from file names), missing files left out.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -98,6 +99,30 @@ TEST(TrainerContract, CheckpointsComeFromEventsWhoseFilesExist) {
   EXPECT_FALSE(last_before(found, 10));
   EXPECT_EQ(at_step(found, 20)->path, later);
   EXPECT_FALSE(at_step(found, 30));
+}
+
+TEST(TrainerContract, AFileSavedOverAtEachCheckpointCountsAsItsLastStepOnly) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(store::RunInfo{});
+  // nanoGPT saves every checkpoint to out/ckpt.pt: after step 200 it holds step 200's state.
+  const std::string over = dir.file("ckpt.pt");
+  std::ofstream(over) << "x";
+  std::filesystem::create_directories(dir.file("checkpoint-300"));  // a sharded one: a folder
+  store.add_events(
+      run, {event("checkpoint", 100, over), event("checkpoint", 150, over),
+            event("checkpoint", 200, over), event("checkpoint", 300, dir.file("checkpoint-300"))});
+  EXPECT_EQ(named_checkpoints(store, run).size(), 4u);
+  const auto saved = saved_over(named_checkpoints(store, run));
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved.at(over), (std::vector<int64_t>{100, 150, 200}));
+  const auto found = checkpoints(store, run);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].step, 200);
+  EXPECT_EQ(found[1].step, 300);
+  // A failure at step 120 cannot start from "step 100": that state is gone.
+  EXPECT_FALSE(last_before(found, 120));
+  EXPECT_EQ(last_before(found, 250)->path, over);
 }
 
 }  // namespace
