@@ -21,8 +21,8 @@ json number_or_null(double value) {
 
 json steps_around(store::Store& store, int64_t run_id, int64_t step) {
   json rows = json::array();
-  for (const auto& record : store.steps(run_id, 0)) {
-    if (step > 0 && (record.step < step - 4 || record.step > step)) continue;
+  for (const auto& record :
+       step > 0 ? store.steps_between(run_id, step - 4, step, 0) : store.steps(run_id, 0)) {
     rows.push_back({{"step", record.step},
                     {"loss", number_or_null(record.loss)},
                     {"grad_norm", number_or_null(record.grad_norm)},

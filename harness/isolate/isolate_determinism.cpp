@@ -46,9 +46,9 @@ std::optional<detectors::Failure> check_determinism(Context& context, const Scal
         ran_alike(context.store, stored_run, replay.run_id)) {
       context.begin_phase(
           "determinism: the replay against stored run " + std::to_string(stored_run), 0);
-      auto differs =
-          detectors::compare_runs(window(context.store.steps(stored_run), from, last),
-                                  window(context.store.steps(replay.run_id), from, last));
+      auto differs = detectors::compare_runs(
+          window(context.store.steps_between(stored_run, from + 1, last), from, last),
+          window(context.store.steps(replay.run_id), from, last));
       if (differs)
         differs->detail += " (stored run " + std::to_string(stored_run) + " and its replay, run " +
                            std::to_string(replay.run_id) + ")";

@@ -95,8 +95,8 @@ int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
                         const std::vector<contract::Checkpoint>& checkpoints) {
   int64_t good = 0;
   if (auto resumed = contract::last_before(checkpoints, step)) good = resumed->step;
-  for (const auto& record : store.steps(run_id))
-    if (record.step < step && std::isfinite(record.loss) && std::isfinite(record.grad_norm))
+  for (const auto& record : store.steps_between(run_id, good + 1, step - 1))
+    if (std::isfinite(record.loss) && std::isfinite(record.grad_norm))
       good = std::max(good, record.step);
   return good;
 }

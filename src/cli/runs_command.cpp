@@ -43,6 +43,12 @@ std::optional<double> duration_of(const store::RunInfo& run) {
   return seconds_between(run.started_at, run.ended_at);
 }
 
+// "12.3 s"; an imported run's own time is not known, which is not "still running".
+std::string duration_text(const store::RunInfo& run) {
+  if (const auto seconds = duration_of(run)) return format_seconds(*seconds);
+  return run.status == store::RunStatus::Running ? "still running" : "its duration is not known";
+}
+
 std::string first_failure(const store::RunInfo& run) {
   if (run.failures.empty()) return "-";
   const auto& f = run.failures.front();
@@ -159,14 +165,13 @@ std::string overrides_of(const std::vector<std::string>& argv) {
 
 void print_run(const store::Store& store, const store::RunInfo& run) {
   const auto summary = store.summarize(run.id);
-  const auto seconds = duration_of(run);
   const auto argv = json::parse(run.argv_json, nullptr, false);
   const auto words =
       argv.is_array() ? argv.get<std::vector<std::string>>() : std::vector<std::string>{};
   fmt::print("run {}: {} ({}, {} rank(s), {} of {} steps, {})\n", run.id,
              run.verdict.empty() ? store::to_string(run.status) : run.verdict,
              harness::to_string(harness::origin_of(run.parent)), run.ranks, steps_run(summary),
-             run.steps, seconds ? format_seconds(*seconds) : "still running");
+             run.steps, duration_text(run));
   fmt::print("  recipe:   {} (config {})\n", run.config_path, run.config_hash);
   const std::string overrides = overrides_of(words);
   fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);

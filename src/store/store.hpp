@@ -168,8 +168,12 @@ class Store {
   std::optional<RunInfo> get_run(int64_t id) const;
   // Ordered by rank, then step, then insertion.
   std::vector<StepRecord> steps(int64_t run_id, int rank = -1) const;  // -1: all ranks
-  std::vector<AnomalyRecord> anomalies(int64_t run_id) const;          // insertion order
-  std::vector<EventRecord> events(int64_t run_id) const;               // insertion order
+  // Only steps first..last (inclusive), from the (run, rank, step) index: a window of a big
+  // job's run without loading the rest of it.
+  std::vector<StepRecord> steps_between(int64_t run_id, int64_t first, int64_t last,
+                                        int rank = -1) const;
+  std::vector<AnomalyRecord> anomalies(int64_t run_id) const;  // insertion order
+  std::vector<EventRecord> events(int64_t run_id) const;       // insertion order
   // Only the events of these names (a big job's run holds a collective heartbeat per step and
   // rank, which a caller after its start or checkpoint events should not load).
   std::vector<EventRecord> events(int64_t run_id, const std::vector<std::string>& names) const;

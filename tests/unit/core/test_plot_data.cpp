@@ -39,6 +39,48 @@ TEST(PlotData, LinesShareOneStepAxisWithNullsAndNonFiniteStepsNamed) {
   EXPECT_EQ(loss.at("series")[2].at("values"), json({nullptr, 3.4, nullptr, 3.0}));
 }
 
+TEST(PlotData, ALongRunIsDrawnFromBucketsThatKeepEachLinesLowAndHighInOrder) {
+  // 10,000 steps: 1,000 buckets of 10 steps (1..10, 11..20, ...), two points each.
+  std::vector<StepRecord> steps;
+  for (int rank : {0, 1})
+    for (int64_t step = 1; step <= 10000; ++step) {
+      double loss = 2.0;
+      if (rank == 0 && step == 103) loss = 0.5;  // a dip, then a spike, in bucket 10
+      if (rank == 0 && step == 107) loss = 9.0;
+      if (rank == 1 && step == 5004) loss = 50.0;  // a spike, then a dip, in bucket 500
+      if (rank == 1 && step == 5007) loss = 1.0;
+      if (rank == 0 && step > 7000 && step <= 7100) loss = NAN;
+      steps.push_back(step_record(rank, step, loss));
+    }
+  const json doc = plots_json(metric_plots({"run 1", SeriesRole::Subject, steps}, {}, {}), {});
+  const json& loss = plot(doc, "loss");
+  const json& x = loss.at("x");
+  ASSERT_EQ(x.size(), 2 * kMaxPlotBuckets);
+  EXPECT_EQ(x[0], 1);
+  EXPECT_EQ(x[1], 10);
+  EXPECT_EQ(x[20], 101);
+  EXPECT_EQ(x[21], 110);
+  EXPECT_EQ(x.back(), 10000);
+  for (size_t i = 1; i < x.size(); ++i) EXPECT_LT(x[i - 1], x[i]);
+  const json& rank0 = loss.at("series")[0].at("values");
+  const json& rank1 = loss.at("series")[1].at("values");
+  ASSERT_EQ(rank0.size(), x.size());
+  EXPECT_EQ(rank0[20], 0.5);  // the low came first
+  EXPECT_EQ(rank0[21], 9.0);
+  EXPECT_EQ(rank0[0], 2.0);  // a flat bucket: its value twice, no gap
+  EXPECT_EQ(rank0[1], 2.0);
+  EXPECT_EQ(rank1[1000], 50.0);  // the high came first
+  EXPECT_EQ(rank1[1001], 1.0);
+  EXPECT_TRUE(rank0[1400].is_null());  // steps 7001..7010: all NaN
+  EXPECT_EQ(rank0[1420], 2.0);         // steps 7101..7110
+  // The first NaN of each bucket: 7001, 7011, ... 7091.
+  const json& nonfinite = loss.at("series")[0].at("nonfinite");
+  ASSERT_EQ(nonfinite.size(), 10u);
+  EXPECT_EQ(nonfinite.front(), 7001);
+  EXPECT_EQ(nonfinite.back(), 7091);
+  EXPECT_LT(doc.dump().size(), 400000u) << "was 20,000 points a line";
+}
+
 TEST(PlotData, StepTimeIsSplitIntoComputeDataAndCommPerRank) {
   Curves run{"run 1", SeriesRole::Subject, {step_record(0, 1, 4.0), step_record(1, 1, 4.0)}};
   const json time =

@@ -137,6 +137,32 @@ TEST(StoreMetrics, StepsAreOrderedByRankThenStepAndFilterByRank) {
   EXPECT_TRUE(store.steps(run + 100).empty());
 }
 
+TEST(StoreMetrics, AWindowOfStepsIsEveryRanksStepsInItByRankThenStep) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  const int64_t run = store.create_run(RunInfo{});
+  const int64_t other = store.create_run(RunInfo{});
+  std::vector<StepRecord> batch;
+  for (int64_t step = 1; step <= 20; ++step)
+    for (int rank : {3, 0, 5})  // ranks need not be 0..N-1, nor written in order
+      batch.push_back(step_record(rank, step, static_cast<double>(step)));
+  store.add_steps(other, batch);
+  store.add_steps(run, batch);
+  const auto window = store.steps_between(run, 8, 10);
+  std::vector<std::pair<int, int64_t>> got;
+  for (const auto& r : window) got.emplace_back(r.rank, r.step);
+  EXPECT_EQ(got, (std::vector<std::pair<int, int64_t>>{
+                     {0, 8}, {0, 9}, {0, 10}, {3, 8}, {3, 9}, {3, 10}, {5, 8}, {5, 9}, {5, 10}}));
+  EXPECT_EQ(window.front().loss, 8.0);
+  const auto rank3 = store.steps_between(run, 19, 30, 3);
+  ASSERT_EQ(rank3.size(), 2u);
+  EXPECT_EQ(rank3[0].rank, 3);
+  EXPECT_EQ(rank3[1].step, 20);
+  EXPECT_TRUE(store.steps_between(run, 1, 5, 4).empty());  // no such rank
+  EXPECT_TRUE(store.steps_between(run, 21, 30).empty());
+  EXPECT_TRUE(store.steps_between(run + 100, 1, 5).empty());
+}
+
 TEST(StoreMetrics, AnomaliesEventsAndFingerprintsRoundTrip) {
   ScratchDir dir;
   Store store = Store::open(dir.file("f.db"));
