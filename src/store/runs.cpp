@@ -8,7 +8,21 @@
 namespace faultline::store {
 
 namespace {
+
 using detail::Statement;
+
+// One column of one run's row, once it is known; an unknown run is the caller's bug.
+template <typename Value>
+void set_run_column(sqlite3* db, const std::string& path, int64_t id, const char* column,
+                    const Value& value) {
+  Statement update(db, path, std::string("UPDATE runs SET ") + column + " = ? WHERE id = ?");
+  update.bind(1, value);
+  update.bind(2, id);
+  update.run();
+  if (sqlite3_changes(db) != 1)
+    throw std::runtime_error(std::string("store: set_run_") + column + " of unknown run " +
+                             std::to_string(id));
+}
 
 constexpr const char* kRunColumns =
     "id, config_path, config, config_hash, ranks, steps, data_fraction, argv, launcher, "
@@ -95,25 +109,13 @@ int64_t Store::create_run(const RunInfo& run) {
 
 void Store::set_run_argv(int64_t id, const std::string& argv_json) {
   detail::Transaction transaction(db_, path_, tx_depth_);
-  Statement update(db_, path_, "UPDATE runs SET argv = ? WHERE id = ?");
-  update.bind(1, argv_json);
-  update.bind(2, id);
-  update.run();
-  if (sqlite3_changes(db_) != 1) {
-    throw std::runtime_error("store: set_run_argv of unknown run " + std::to_string(id));
-  }
+  set_run_column(db_, path_, id, "argv", argv_json);
   transaction.commit();
 }
 
 void Store::set_run_steps(int64_t id, int64_t steps) {
   detail::Transaction transaction(db_, path_, tx_depth_);
-  Statement update(db_, path_, "UPDATE runs SET steps = ? WHERE id = ?");
-  update.bind(1, steps);
-  update.bind(2, id);
-  update.run();
-  if (sqlite3_changes(db_) != 1) {
-    throw std::runtime_error("store: set_run_steps of unknown run " + std::to_string(id));
-  }
+  set_run_column(db_, path_, id, "steps", steps);
   transaction.commit();
 }
 
