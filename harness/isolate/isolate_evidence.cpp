@@ -11,6 +11,16 @@ namespace faultline::harness::isolate {
 
 namespace {
 
+// The fewest steps a replay of a rate over the whole run covers: the straggler's sign test
+// needs at least 12 compared steps, data_stall 5, and a busy machine drops some.
+constexpr int64_t kRateStretch = 50;
+
+// Judged as a rate over steps, not at one: any long enough stretch of the run shows it again.
+bool shows_in_any_stretch(detectors::FailureKind kind) {
+  return kind == detectors::FailureKind::Straggler || kind == detectors::FailureKind::DataStall ||
+         kind == detectors::FailureKind::SlowComm;
+}
+
 void check_launchable_config(const store::RunInfo& run) {
   if (is_launchable_config(run)) return;
   const std::string dir = run.parent.rfind("import:", 0) == 0 ? run.parent.substr(7) : "DIR";
@@ -106,18 +116,26 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
               " is the whole curve's, judged from step 0 against the baseline";
     return std::nullopt;
   }
-  if (failure.step <= 0 || shown <= 0) {
+  const bool rate = failure.step <= 0 && shows_in_any_stretch(failure.kind);
+  if ((failure.step <= 0 || shown <= 0) && !rate) {
     why_not = std::string(to_string(failure.kind)) + " is a property of the whole run";
     return std::nullopt;
   }
-  const auto from = contract::last_before(evidence.checkpoints, failure.step);
+  // A rate (a straggler, a starved rank) is replayed over the run's last stretch of at least
+  // kRateStretch steps that starts at a checkpoint: one interval, not the whole run again.
+  const int64_t until = rate ? evidence.steps : shown;
+  const auto from =
+      contract::last_before(evidence.checkpoints, rate ? until - kRateStretch + 1 : failure.step);
   if (!from || !trainer.can(contract::Capability::Resume)) {
-    why_not = "run " + std::to_string(evidence.run_id) + " has no checkpoint before step " +
-              std::to_string(failure.step);
+    why_not = "run " + std::to_string(evidence.run_id) +
+              (rate ? " has no checkpoint " + std::to_string(kRateStretch) +
+                          " steps or more before its end, where " + to_string(failure.kind) +
+                          " could be seen again"
+                    : " has no checkpoint before step " + std::to_string(failure.step));
     return std::nullopt;
   }
   TrialSpec window =
-      trainer.prefix(trainer.checkpoint_on_halt(trainer.resume(evidence.spec, from), true), shown);
+      trainer.prefix(trainer.checkpoint_on_halt(trainer.resume(evidence.spec, from), true), until);
   if (failure.kind == detectors::FailureKind::Nonfinite) {
     // Full probes only where the stored records leave the first bad step open.
     const int64_t good =
@@ -126,12 +144,13 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   }
   std::vector<TrialSpec> tries;
   const int ranks = evidence.spec.ranks;
-  if (ranks > 1 && trainer.can(contract::Capability::Accumulate))
+  // One rank cannot show a rate that is one rank's against its peers.
+  if (ranks > 1 && !rate && trainer.can(contract::Capability::Accumulate))
     tries.push_back(trainer.accumulate(window, 1, trainer.grad_accum(window) * ranks));
   tries.push_back(window);
 
   context.begin_phase("reproduce: replay steps " + std::to_string(from->step + 1) + ".." +
-                          std::to_string(shown) + " of run " + std::to_string(evidence.run_id) +
+                          std::to_string(until) + " of run " + std::to_string(evidence.run_id) +
                           " from its checkpoint",
                       static_cast<int64_t>(tries.size()));
   for (const auto& spec : tries) {
@@ -145,7 +164,7 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
     if (shown_again && outcome.verdict == Verdict::Fail)
       return Reproduction{spec, outcome, *shown_again, from};
     why_not = "the replay of steps " + std::to_string(from->step + 1) + ".." +
-              std::to_string(shown) + " at " + std::to_string(spec.ranks) +
+              std::to_string(until) + " at " + std::to_string(spec.ranks) +
               " rank(s) did not show " + to_string(failure.kind) + " (run " +
               std::to_string(outcome.run_id) + ")";
   }

@@ -109,8 +109,10 @@ StoredStart start_from_run(Context& context, int64_t run_id, std::optional<Trial
 // The stored run as an outcome the rank search can compare with (it ran nothing new).
 Outcome stored_outcome(Context& context, const Evidence& evidence);
 // The failure replayed from the last checkpoint before it, to the step that shows it: on one
-// rank with N-fold accumulation first, then at the run's own ranks. nullopt (and why) when no
-// checkpoint precedes it or neither replay shows it; the caller then runs from step 0.
+// rank with N-fold accumulation first, then at the run's own ranks. A rate over the whole run (a
+// straggler, a starved rank) is replayed at the run's ranks over its last stretch of 50 steps or
+// more from a checkpoint. nullopt (and why) when no checkpoint precedes it or neither replay
+// shows it; the caller then runs from step 0.
 std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,
                                             std::string& why_not);
 // `ran` is the run either way (a multi-rank run that passed may still have diverging ranks).

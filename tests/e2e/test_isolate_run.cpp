@@ -107,6 +107,26 @@ TEST(IsolateRun, PoisonedSampleIsNamedFromTheStoredRunsCheckpoint) {
   expect_one_interval(cli.doc);
 }
 
+// A straggler is a rate over the whole run, not a step: its last checkpoint interval shows it
+// again at the run's two ranks (400 steps: it was the whole run, three times, before).
+TEST(IsolateRun, AStragglerOfAStoredRunIsReplayedOverItsLastIntervalNotTheWholeRun) {
+  const std::string dir = make_temp_dir("isolate-run-straggler");
+  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--json"},
+                                       {"dist.ranks=2", "fault.slow_rank=1", "fault.slow_ms=20"}),
+                             dir, 300, {}, TimingDetectors::On);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  const int64_t run = train.doc.at("run_id");
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300, {},
+                           TimingDetectors::On);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "straggler") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 350);
+  EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 2);
+  // The replay, two confirming ones and a 1-rank try of the ranks scale: 4 intervals.
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 4 * kEvery + 10) << cli.doc.dump();
+}
+
 TEST(IsolateRun, ARunWithoutACheckpointBeforeTheFailureIsRunFromStepZero) {
   const std::string dir = make_temp_dir("isolate-run-early");
   const int64_t run = stored_failing_run(dir, {"fault.nan_step=20", "fault.nan_layer=wte"});
