@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
@@ -34,7 +35,10 @@ class MemoryDetector : public Detector {
                       "mem_bytes " + mib(bytes) + " is " + pct(bytes / total) + " of " +
                           mib(total) + " (limit " + pct(t_.max_fraction) + ")"});
     }
-    if (++s.records > t_.skip_steps) s.fit.add(static_cast<double>(r.step), bytes);
+    if (++s.records > t_.skip_steps) {
+      s.fit.add(static_cast<double>(r.step), bytes);
+      if (!s.first_leaking && leaking(s.fit)) s.first_leaking = r.step;
+    }
   }
 
   void judge(Findings& out, bool final) const override {
@@ -42,14 +46,19 @@ class MemoryDetector : public Detector {
     if (!final) return;
     for (const auto& [rank, s] : ranks_) {
       const LinearFit& fit = s.fit;
-      if (fit.count() < t_.min_steps) continue;
+      if (!leaking(fit)) continue;
       const double slope = fit.slope(), r2 = fit.r2();
-      if (!(slope > t_.max_growth_mib_per_step * kMiB) || !(r2 >= t_.min_r2)) continue;
+      // A prefix of the run shows the leak once its fit did, with as many steps again to
+      // spare (a replay's memory figures are not bitwise): not at the first fitted step.
+      const auto last = static_cast<int64_t>(fit.last_x());
+      const int64_t shown_by =
+          s.first_leaking ? std::min(last, *s.first_leaking + t_.min_steps) : last;
       out.offer({FailureKind::Memory, static_cast<int64_t>(fit.first_x()), rank,
                  "mem_bytes grows " + num(slope / kMiB) + " MiB/step over steps " +
                      num(fit.first_x()) + ".." + num(fit.last_x()) + " (R^2 " + num(r2) + "; " +
                      mib(fit.first_y()) + " -> " + mib(fit.last_y()) + "; limit " +
-                     num(t_.max_growth_mib_per_step) + " MiB/step)"});
+                     num(t_.max_growth_mib_per_step) + " MiB/step)",
+                 shown_by});
     }
   }
 
@@ -57,7 +66,14 @@ class MemoryDetector : public Detector {
   struct Rank {
     int64_t records = 0;
     LinearFit fit;
+    std::optional<int64_t> first_leaking;  // the first step the fit so far met the leak rule
   };
+
+  bool leaking(const LinearFit& fit) const {
+    return fit.count() >= t_.min_steps && fit.slope() > t_.max_growth_mib_per_step * kMiB &&
+           fit.r2() >= t_.min_r2;
+  }
+
   const Thresholds::Memory t_;
   std::map<int, Rank> ranks_;
   Findings found_;

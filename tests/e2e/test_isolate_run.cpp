@@ -127,6 +127,25 @@ TEST(IsolateRun, AStragglerOfAStoredRunIsReplayedOverItsLastIntervalNotTheWholeR
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 4 * kEvery + 10) << cli.doc.dump();
 }
 
+// A leak is dated by its first fitted step (6) but shown by a fit over 20 steps and more: the
+// smallest run is the prefix that shows it, and its repro reproduces (it ran to step 6 before).
+TEST(IsolateRun, ALeaksSmallestRunIsThePrefixThatShowsItAndItsReproReproduces) {
+  const std::string dir = make_temp_dir("isolate-run-leak");
+  const int64_t run = stored_failing_run(dir, {"fault.leak_mb_per_step=2"});
+  ASSERT_GT(run, 0);
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "memory") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("step"), 6);
+  EXPECT_EQ(cli.doc.at("min_scale").at("to_step"), 45) << cli.doc.dump();
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("reproduced"));
+  EXPECT_THAT(repro.result.output, ::testing::Not(HasSubstr("NOT reproduced")));
+}
+
 TEST(IsolateRun, ARunWithoutACheckpointBeforeTheFailureIsRunFromStepZero) {
   const std::string dir = make_temp_dir("isolate-run-early");
   const int64_t run = stored_failing_run(dir, {"fault.nan_step=20", "fault.nan_layer=wte"});

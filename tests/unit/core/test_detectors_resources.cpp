@@ -54,6 +54,14 @@ TEST(DetectorsResources, PlantedLeakIsCaught) {
   ASSERT_NO_FATAL_FAILURE(
       expect_one(failures, "memory", 6, 0));  // the first step after memory.skip_steps
   EXPECT_NE(failures[0].detail.find("4 MiB/step"), std::string::npos) << failures[0].detail;
+  // Fitted from step 6, first a leak at step 25 (20 fitted steps), shown by a prefix of 25 + 20
+  // steps: a prefix to step 6 would show nothing.
+  EXPECT_EQ(failures[0].shown_by, 45);
+  EXPECT_EQ(evidence_step(failures[0]), 45);
+
+  auto prefix = synthetic_run({45, 1});
+  leak(prefix, 0, 4.0);
+  ASSERT_NO_FATAL_FAILURE(expect_one(judge(prefix), "memory", 6, 0));
 }
 
 TEST(DetectorsResources, LeakOnOneRankNamesIt) {
