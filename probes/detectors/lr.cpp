@@ -35,7 +35,8 @@ class LrDetector : public Detector {
       Failure f{FailureKind::LrAnomaly, s.first_step, r.rank,
                 "lr " + num(s.first_lr) + " at the first step " + std::to_string(s.first_step) +
                     " is " + num(s.first_lr / lr) + "x the next step's " + num(lr) + " (limit " +
-                    num(t_.jump_factor) + "x)"};
+                    num(t_.jump_factor) + "x)",
+                r.step};
       found_.offer(std::move(f));
     }
     if (s.records == 1) {
@@ -62,7 +63,8 @@ class LrDetector : public Detector {
                       "lr kept increasing after the warm-up for " +
                           std::to_string(s.growth.length) + " consecutive steps from step " +
                           std::to_string(s.growth.start) + " (" + num(s.growth.first) + " -> " +
-                          num(lr) + "; limit " + std::to_string(t_.max_growth_steps) + ")"});
+                          num(lr) + "; limit " + std::to_string(t_.max_growth_steps) + ")",
+                      r.step});
     } else {
       s.growth.reset();
     }
@@ -72,7 +74,8 @@ class LrDetector : public Detector {
       if (s.zero.length == t_.zero_steps)
         found_.offer({FailureKind::LrAnomaly, s.zero.start, r.rank,
                       "lr is 0 for " + std::to_string(s.zero.length) +
-                          " consecutive steps from step " + std::to_string(s.zero.start)});
+                          " consecutive steps from step " + std::to_string(s.zero.start),
+                      r.step});
     } else {
       s.zero.reset();
     }

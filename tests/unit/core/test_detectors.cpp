@@ -205,6 +205,9 @@ TEST(Detectors, LrGrowingAfterTheWarmupIsCaught) {
     at(records, step).lr = at(records, 39).lr * std::pow(1.05, step - 39);
   expect_one(judge(records), "lr_anomaly", 40, 0);
   expect_one(judge(records, {1, 10}), "lr_anomaly", 40, 0);
+  // Dated by the streak's first step, shown by its 6th (max_growth_steps 5): a prefix of the run
+  // must reach that one.
+  EXPECT_EQ(evidence_step(judge(records)[0]), 45);
 }
 
 TEST(Detectors, LongWarmupsConstantAndFinalZeroLrAreHealthy) {
@@ -221,6 +224,7 @@ TEST(Detectors, LrStuckAtZeroIsCaught) {
   auto records = synthetic_run();
   for (int64_t step = 60; step <= 100; ++step) at(records, step).lr = 0;
   expect_one(judge(records), "lr_anomaly", 60, 0);
+  EXPECT_EQ(evidence_step(judge(records)[0]), 64);  // zero_steps 5
   records = synthetic_run();
   at(records, 70).lr = kNan;
   expect_one(judge(records), "lr_anomaly", 70, 0);
