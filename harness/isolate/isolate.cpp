@@ -159,10 +159,12 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   std::optional<isolate::Reproduction> reproduction;
   if (evidence) reproduction = isolate::replay_evidence(context, *evidence, why_not);
   if (evidence && !reproduction) context.skip("replayed from step 0: " + why_not);
+  // From step 0, a stored failure tied to a step needs no step after it.
+  const TrialSpec from_start = evidence ? isolate::up_to_its_failure(context, *evidence) : failing;
   if (reproduction)
     ran = reproduction->outcome;
   else if (!worse_than_reference)  // alone it would pass: straight to the baseline below
-    reproduction = isolate::reproduce(context, failing, expected_kind, why_not, ran);
+    reproduction = isolate::reproduce(context, from_start, expected_kind, why_not, ran);
   if (reproduction) {
     if (auto noisy = isolate::confirm_timing(context, *reproduction)) {
       why_not = *noisy;
@@ -186,10 +188,10 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   }
   if (!reproduction && expected_kind && !detectors::is_timing(*expected_kind)) {
     // The stored run failed; this one did not: identical runs vote on whether it is flaky.
-    if (auto flaky = isolate::vote_on_reproduction(context, failing, *expected_kind)) {
+    if (auto flaky = isolate::vote_on_reproduction(context, from_start, *expected_kind)) {
       result.finding.kind = flaky->kind;
       result.finding.detail = flaky->detail;
-      result.finding.repro = failing;
+      result.finding.repro = from_start;
       return store_finding(context, result, state, checkpoint, {});
     }
   }

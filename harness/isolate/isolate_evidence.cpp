@@ -44,7 +44,7 @@ Evidence load_evidence(Context& context, int64_t run_id) {
   std::vector<detectors::Failure> failures;
   for (const auto& f : run->failures)
     if (auto kind = detectors::parse_failure_kind(f.kind))
-      failures.push_back({*kind, f.step, f.rank, f.detail});
+      failures.push_back({*kind, f.step, f.rank, f.detail, f.shown_by});
   auto failure = primary_failure(failures);
   // A multi-rank run that passed may still hide ranks that disagree (silent corruption).
   const bool rank_check = run->verdict == "pass" && run->ranks > 1;
@@ -100,6 +100,16 @@ Outcome stored_outcome(Context& context, const Evidence& evidence) {
   for (const auto& record : context.store.steps(evidence.run_id))
     outcome.last_step = std::max(outcome.last_step, record.step);
   return outcome;
+}
+
+TrialSpec up_to_its_failure(const Context& context, const Evidence& evidence) {
+  if (!evidence.failure) return evidence.spec;
+  const auto& failure = *evidence.failure;
+  const int64_t shown = detectors::evidence_step(failure);
+  if (failure.step <= 0 || shown <= 0 || detectors::is_timing(failure.kind) ||
+      detectors::is_curve(failure.kind) || shown >= context.trainer.steps(evidence.spec))
+    return evidence.spec;
+  return context.trainer.prefix(evidence.spec, shown);
 }
 
 std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,

@@ -115,6 +115,10 @@ Outcome stored_outcome(Context& context, const Evidence& evidence);
 // shows it; the caller then runs from step 0.
 std::optional<Reproduction> replay_evidence(Context& context, const Evidence& evidence,
                                             std::string& why_not);
+// The stored run's setup as phase 1 reproduces it from step 0: up to the step that showed its
+// failure when that failure is tied to a step (a NaN at step 500 of a 100k-step job needs 500
+// steps, not the job), else the whole run.
+TrialSpec up_to_its_failure(const Context& context, const Evidence& evidence);
 // `ran` is the run either way (a multi-rank run that passed may still have diverging ranks).
 std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing,
                                       std::optional<detectors::FailureKind> expected_kind,

@@ -302,7 +302,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     info.verdict = to_string(result.verdict);
     for (const auto& failure : result.failures)
       info.failures.push_back(
-          {to_string(failure.kind), failure.step, failure.rank, failure.detail});
+          {to_string(failure.kind), failure.step, failure.rank, failure.detail, failure.shown_by});
     info.malformed = result.malformed;
     store.finish_run(result.run_id, info);
   });

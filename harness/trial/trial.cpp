@@ -302,7 +302,8 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   }
   info.ended_at = iso_now();
   for (const auto& failure : outcome.failures)
-    info.failures.push_back({to_string(failure.kind), failure.step, failure.rank, failure.detail});
+    info.failures.push_back(
+        {to_string(failure.kind), failure.step, failure.rank, failure.detail, failure.shown_by});
   info.malformed = outcome.malformed;
   store_.finish_run(outcome.run_id, info);
   return outcome;

@@ -53,12 +53,13 @@ RunInfo read_run(const Statement& row) {
 
 std::vector<RunFailure> read_failures(sqlite3* db, const std::string& path, int64_t run_id) {
   Statement query(db, path,
-                  "SELECT kind, step, rank, detail FROM run_failures WHERE run_id = ? ORDER BY id");
+                  "SELECT kind, step, rank, detail, shown_by FROM run_failures WHERE run_id = ? "
+                  "ORDER BY id");
   query.bind(1, run_id);
   std::vector<RunFailure> failures;
   while (query.step()) {
-    failures.push_back(
-        {query.text(0), query.int64(1), static_cast<int>(query.int64(2)), query.text(3)});
+    failures.push_back({query.text(0), query.int64(1), static_cast<int>(query.int64(2)),
+                        query.text(3), query.int64(4)});
   }
   return failures;
 }
@@ -149,14 +150,15 @@ void Store::finish_run(int64_t id, const RunInfo& result) {
   clear.bind(1, id);
   clear.run();
   Statement insert(db_, path_,
-                   "INSERT INTO run_failures (run_id, kind, step, rank, detail) "
-                   "VALUES (?, ?, ?, ?, ?)");
+                   "INSERT INTO run_failures (run_id, kind, step, rank, detail, shown_by) "
+                   "VALUES (?, ?, ?, ?, ?, ?)");
   for (const RunFailure& failure : result.failures) {
     insert.bind(1, id);
     insert.bind(2, failure.kind);
     insert.bind(3, failure.step);
     insert.bind(4, failure.rank);
     insert.bind(5, failure.detail);
+    insert.bind(6, failure.shown_by);
     insert.run();
   }
   Statement clear_malformed(db_, path_, "DELETE FROM run_malformed WHERE run_id = ?");

@@ -160,6 +160,14 @@ CREATE TABLE loss_reference_runs (
 );
 )sql";
 
+// Version 5: a failure's `shown_by`, the step by which its evidence is complete when later than
+// its step (a sustained streak is dated by its first step, a leak by its first fitted one):
+// `isolate --run` replays a stored run up to it, and a replay that stops at the step shows
+// nothing.
+const char* const kVersion5 = R"sql(
+ALTER TABLE run_failures ADD COLUMN shown_by INTEGER NOT NULL DEFAULT -1;
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -189,7 +197,8 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                                 kVersion5};
   return steps;
 }
 

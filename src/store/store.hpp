@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -25,6 +25,7 @@ struct RunFailure {
   int64_t step = -1;  // -1: not tied to a step
   int rank = -1;      // -1: not tied to a rank
   std::string detail;
+  int64_t shown_by = -1;  // the step by which its evidence is complete, when later than `step`
 };
 
 // Lines of one rank's metrics file that were not the protocol (docs/metrics-protocol.md):

@@ -197,6 +197,7 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   // Back to what a version-1 build wrote: no norm, no sketch, no run_malformed.
   Store::raw_exec_for_tests(
       path,
+      "ALTER TABLE run_failures DROP COLUMN shown_by; "
       "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
       "DROP TABLE run_malformed; ALTER TABLE fingerprints DROP COLUMN sketch; "
       "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
@@ -215,6 +216,28 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   EXPECT_EQ(fresh.sketch[0], 0.1);
   EXPECT_EQ(fresh.sketch[1], -1e-300);
   EXPECT_TRUE(std::isnan(fresh.sketch[2]));
+}
+
+TEST(Store, AVersion4FilesFailuresAreMigratedWithoutAShownByStep) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t id = 0;
+  {
+    Store store = Store::open(path);
+    id = store.create_run(sample_run());
+    RunInfo result;
+    result.failures = {{"grad_explode", 40, 0, "grad_norm above 1000", 42}};
+    store.finish_run(id, result);
+    EXPECT_EQ(store.get_run(id)->failures.at(0).shown_by, 42);
+  }
+  Store::raw_exec_for_tests(
+      path, "ALTER TABLE run_failures DROP COLUMN shown_by; PRAGMA user_version = 4");
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  const auto failure = store.get_run(id)->failures.at(0);
+  EXPECT_EQ(failure.kind, "grad_explode");
+  EXPECT_EQ(failure.step, 40);
+  EXPECT_EQ(failure.shown_by, -1);  // not known then: the step itself
 }
 
 TEST(Store, RefusesAFileThatIsNotADatabase) {

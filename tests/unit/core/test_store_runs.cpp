@@ -101,6 +101,7 @@ TEST(StoreRuns, AVersion2FileIsMigratedAndKeepsItsRows) {
   }
   // Back to what a version-2 build wrote: everything but run_malformed and the references.
   Store::raw_exec_for_tests(path,
+                            "ALTER TABLE run_failures DROP COLUMN shown_by; "
                             "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
                             "DROP TABLE run_malformed; PRAGMA user_version = 2");
   Store store = Store::open(path);
