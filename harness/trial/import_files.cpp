@@ -67,6 +67,18 @@ std::string checkpoint_file(const fs::path& dir, const std::string& path) {
   return fs::path(path).is_absolute() ? path : (dir / path).string();
 }
 
+// Whether a rank's file may hold a restart, whose records supersede earlier ones: a log (a step
+// going back, seen only by reading it), or a metrics file with more than one line that may be a
+// start event. Over-inclusive is safe: such a file is only held in memory.
+bool may_restart(const std::string& path, bool log) {
+  if (log) return true;
+  std::ifstream in(path, std::ios::binary);
+  int starts = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"start\"") != std::string::npos && ++starts > 1) return true;
+  return false;
+}
+
 [[noreturn]] void throw_missing_file(const RunFiles& files, int rank) {
   throw UserError(fmt::format("missing {} for rank {}", files.log ? "log" : "metrics file", rank),
                   files.paths.at(static_cast<size_t>(rank)),
@@ -120,11 +132,19 @@ RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* l
   return files;
 }
 
-RankFile read_rank_file(const RunFiles& files, int rank) {
+RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep) {
   RankFile file;
   file.path = files.paths.at(static_cast<size_t>(rank));
   const char* what = files.log ? "log" : "metrics file";
-  // Line by line: a big job's file is never held whole, only the records kept from it.
+  // Line by line: a big job's file is never held whole. Its records are passed on as they are
+  // read when no restart can supersede them; else held until the file's end.
+  const bool stream = keep && !may_restart(file.path, files.log != nullptr);
+  auto kept = [&](MetricsRecord record) {
+    if (!stream) return file.records.push_back(std::move(record));
+    if (const auto* step = std::get_if<StepRecord>(&record))
+      file.last_step = std::max(file.last_step, step->step);
+    keep(record);
+  };
   std::ifstream in(file.path, std::ios::binary);
   if (!in) throw_missing_file(files, rank);
   int64_t line_number = 0;
@@ -202,16 +222,20 @@ RankFile read_rank_file(const RunFiles& files, int rank) {
         json with_path = fields;
         with_path["path"] = path;
         resolved.json = with_path.dump();
-        file.records.push_back(resolved);
+        kept(std::move(resolved));
         continue;
       }
     }
-    file.records.push_back(record);
+    kept(std::move(*parsed.record));
   }
   // Of the records kept: a part a restart superseded may have gone further than the last one.
-  for (const auto& kept : file.records)
-    if (const auto* step = std::get_if<StepRecord>(&kept))
+  for (const auto& record : file.records)
+    if (const auto* step = std::get_if<StepRecord>(&record))
       file.last_step = std::max(file.last_step, step->step);
+  if (keep && !stream) {
+    for (const auto& record : file.records) keep(record);
+    file.records = std::vector<MetricsRecord>();  // (assigning {} would keep the capacity)
+  }
   file.stacks_path = stacks_file(files.dir, rank);
   file.stacks = stacks_in_log(file.stacks_path);
   if (!file.start && !files.log)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -65,9 +66,14 @@ struct RunFiles {
 // with `log` also a file). Throws UserError naming the first one missing.
 RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* log);
 
+// Called with each record kept from a rank's file, in file order.
+using KeepRecord = std::function<void(const MetricsRecord&)>;
+
 // One rank's file, every line read and checked: a missing checkpoint and a metrics file without
 // a start event are UserErrors naming the file and line. A last record cut off mid-line (its
-// process killed while it wrote it) is malformed, and marked.
-RankFile read_rank_file(const RunFiles& files, int rank);
+// process killed while it wrote it) is malformed, and marked. Without `keep` the records kept
+// are in `records`; with it they are passed to it (as they are read when the file cannot hold a
+// restart, so that a big job's file is never held in memory) and `records` stays empty.
+RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep = {});
 
 }  // namespace faultline::harness

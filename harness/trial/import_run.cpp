@@ -223,12 +223,12 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   }
   const RunFiles run_files = find_run_files(request.dir, request.ranks, log ? &*log : nullptr);
   const int ranks = static_cast<int>(run_files.paths.size());
-  // Rank 0's file says what the run was; the others are read one at a time as they are stored,
-  // so a big job is never held in memory whole (each file's records are dropped once stored).
-  std::vector<RankFile> files;
-  files.push_back(read_rank_file(run_files, 0));
+  // Rank 0's file says what the run was: read once for that (its records dropped as they are
+  // read), then every rank's file is read again as it is stored, record by record, so a big job
+  // is never held in memory (a rank's file that restarted is held until its end).
+  const RankFile rank0 = read_rank_file(run_files, 0, [](const MetricsRecord&) {});
 
-  const json start = files[0].start.value_or(json::object());
+  const json start = rank0.start.value_or(json::object());
   ImportResult result;
   result.ranks = ranks;
   store::RunInfo info;
@@ -241,8 +241,8 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   info.parent = "import:" + given.string();
   info.argv_json = json(request.argv).dump();
   info.owner_pid = getpid();
-  const auto config = bundled_config(start, info.config, files[0].path);
-  result.last_step = files[0].last_step;
+  const auto config = bundled_config(start, info.config, rank0.path);
+  result.last_step = rank0.last_step;
   info.steps = result.last_step;  // a run without a config: its records' last step (once known)
   result.trainer = trainer_of(start);
   int64_t warmup_steps = 0;
@@ -269,18 +269,16 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     result.earlier_imports = store.run_ids_with_parent(info.parent);
     result.run_id = store.create_run(info);
     IngestSink sink(store, result.run_id, judge, nullptr);
+    std::vector<RankFile> files;  // each file's summary: how the run ended needs no more
     for (int rank = 0; rank < ranks; ++rank) {
-      if (rank > 0) files.push_back(read_rank_file(run_files, rank));
+      files.push_back(read_rank_file(
+          run_files, rank, [&](const MetricsRecord& record) { sink.on_record(rank, record); }));
       RankFile& file = files.back();
       if (result.config == ImportedConfig::Recipe && request.recipe->steps < file.last_step)
         throw_longer_than_recipe(*request.recipe, given, file.last_step);
       result.last_step = std::max(result.last_step, file.last_step);
       result.restarts.insert(result.restarts.end(), file.restarts.begin(), file.restarts.end());
-      for (const auto& record : file.records) sink.on_record(rank, record);
       for (const auto& [line, error] : file.malformed) sink.on_malformed(rank, line, error);
-      // Stored: how the run ended needs only the file's summary. (Assigning {} would keep the
-      // capacity.)
-      file.records = std::vector<MetricsRecord>();
       file.malformed = std::vector<std::pair<std::string, std::string>>();
     }
     sink.flush();

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
@@ -42,15 +44,15 @@ class StragglerDetector : public Detector {
     if (!std::isfinite(wall)) return;
     Sample sample{std::max(0.0, wall), std::nullopt};
     if (r.cpu_ms && std::isfinite(*r.cpu_ms)) sample.cpu_ms = std::max(0.0, *r.cpu_ms);
-    steps_[r.step][r.rank] = sample;
+    samples_[r.rank].push_back({r.step, sample});
   }
 
   void judge(Findings& out, bool final) const override {
     if (!final) return;
     const bool cpu = t_.clock == "auto" && every_sample_has_cpu_time();
     std::map<int, Evidence> ranks;
-    for (const auto& [step, at_step] : steps_) {
-      if (at_step.size() < 2) continue;
+    for_each_step([&](const std::map<int, Sample>& at_step) {
+      if (at_step.size() < 2) return;
       for (const auto& [rank, sample] : at_step) {
         Evidence& e = ranks[rank];
         const double own = cpu ? *sample.cpu_ms : sample.wall_ms;
@@ -64,7 +66,7 @@ class StragglerDetector : public Detector {
           e.peer_cpu.push_back(peers);
         }
       }
-    }
+    });
     std::vector<int> flagged;
     int worst = -1;
     for (auto& [rank, e] : ranks) {
@@ -92,15 +94,43 @@ class StragglerDetector : public Detector {
 
  private:
   bool every_sample_has_cpu_time() const {
-    for (const auto& [step, at_step] : steps_)
-      for (const auto& [rank, sample] : at_step)
+    bool any = false;
+    for (const auto& [rank, samples] : samples_)
+      for (const auto& [step, sample] : samples) {
         if (!sample.cpu_ms) return false;
-    return !steps_.empty();
+        any = true;
+      }
+    return any;
+  }
+
+  // Calls `visit` with each step's samples (rank -> sample), steps in order. A rank's samples
+  // came in step order (a step written twice: the last one counts); the ranks are merged by
+  // step, so no per-step map is kept while the run streams in.
+  template <typename Visit>
+  void for_each_step(Visit visit) const {
+    std::map<int, size_t> at;  // rank -> its next sample
+    for (const auto& [rank, samples] : samples_) at[rank] = 0;
+    std::map<int, Sample> step_samples;
+    while (true) {
+      std::optional<int64_t> step;
+      for (const auto& [rank, next] : at)
+        if (next < samples_.at(rank).size() && (!step || samples_.at(rank)[next].first < *step))
+          step = samples_.at(rank)[next].first;
+      if (!step) return;
+      step_samples.clear();
+      for (auto& [rank, next] : at) {
+        const auto& samples = samples_.at(rank);
+        while (next < samples.size() && samples[next].first == *step)
+          step_samples[rank] = samples[next++].second;
+      }
+      visit(step_samples);
+    }
   }
 
   const Thresholds::Straggler t_;
   std::map<int, int64_t> records_;
-  std::map<int64_t, std::map<int, Sample>> steps_;  // step -> rank -> its compute time
+  // rank -> (step, its compute time), as they came: 32 bytes a step, not a map node per step.
+  std::map<int, std::vector<std::pair<int64_t, Sample>>> samples_;
 };
 
 }  // namespace

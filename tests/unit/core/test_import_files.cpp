@@ -121,6 +121,29 @@ TEST(ImportFiles, AJobThatRanOnceHasNoRestartAndItsHeartbeats) {
   EXPECT_EQ(file.stacks, "");
 }
 
+TEST(ImportFiles, RecordsArePassedOnInOrderAndOnlyARestartedFileIsHeld) {
+  ScratchDir dir;
+  std::string once = line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 1; s <= 4; ++s) once += step(s);
+  write_file(dir.file("metrics.rank0.jsonl"), once);
+  std::string restarted = once + line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 3; s <= 5; ++s) restarted += step(s);
+  write_file(dir.file("metrics.rank1.jsonl"), restarted);
+  const auto files = find_run_files(dir.path(), 0, nullptr);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    std::vector<int64_t> passed;
+    const RankFile file = read_rank_file(files, rank, [&](const MetricsRecord& record) {
+      if (const auto* s = std::get_if<StepRecord>(&record)) passed.push_back(s->step);
+    });
+    EXPECT_TRUE(file.records.empty());
+    EXPECT_EQ(passed, rank == 0 ? std::vector<int64_t>{1, 2, 3, 4}
+                                : std::vector<int64_t>{1, 2, 3, 4, 5});  // the last run of 3, 4
+    EXPECT_EQ(file.last_step, rank == 0 ? 4 : 5);
+    EXPECT_EQ(file.restarts.size(), rank == 0 ? 0u : 1u);
+  }
+}
+
 TEST(ImportFiles, ALastRecordCutOffMidLineIsMarkedNotRefused) {
   ScratchDir dir;
   std::string text = line({{"type", "event"}, {"name", "start"}});
