@@ -137,8 +137,9 @@ TEST(ImportFiles, RecordsArePassedOnInOrderAndOnlyARestartedFileIsHeld) {
       if (const auto* s = std::get_if<StepRecord>(&record)) passed.push_back(s->step);
     });
     EXPECT_TRUE(file.records.empty());
-    EXPECT_EQ(passed, rank == 0 ? std::vector<int64_t>{1, 2, 3, 4}
-                                : std::vector<int64_t>{1, 2, 3, 4, 5});  // the last run of 3, 4
+    const std::vector<int64_t> expected =
+        rank == 0 ? std::vector<int64_t>{1, 2, 3, 4} : std::vector<int64_t>{1, 2, 3, 4, 5};
+    EXPECT_EQ(passed, expected);  // rank 1: the second run of steps 3 and 4
     EXPECT_EQ(file.last_step, rank == 0 ? 4 : 5);
     EXPECT_EQ(file.restarts.size(), rank == 0 ? 0u : 1u);
   }
