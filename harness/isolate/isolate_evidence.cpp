@@ -108,14 +108,9 @@ TrialSpec up_to_its_failure(const Context& context, const Evidence& evidence) {
   const int64_t shown = detectors::evidence_step(failure);
   // The step that showed it is known: the failure's own step for a kind seen at one step, its
   // shown_by for one completed later (a run stored before shown_by was kept has none: whole).
-  using detectors::FailureKind;
-  const bool at_its_step =
-      failure.kind == FailureKind::Nonfinite || failure.kind == FailureKind::Data ||
-      failure.kind == FailureKind::LossSpike || failure.kind == FailureKind::Crash ||
-      failure.kind == FailureKind::Hang || failure.kind == FailureKind::Oom ||
-      failure.kind == FailureKind::Anomaly;
-  if (failure.step <= 0 || shown <= 0 || (!at_its_step && failure.shown_by <= failure.step) ||
-      shown >= context.trainer.steps(evidence.spec))
+  const bool known =
+      detectors::is_seen_at_its_step(failure.kind) || failure.shown_by > failure.step;
+  if (failure.step <= 0 || shown <= 0 || !known || shown >= context.trainer.steps(evidence.spec))
     return evidence.spec;
   return context.trainer.prefix(evidence.spec, shown);
 }

@@ -88,6 +88,21 @@ bool is_timing(FailureKind kind) {
          kind == FailureKind::Slow;
 }
 
+bool is_seen_at_its_step(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::Nonfinite:
+    case FailureKind::Data:
+    case FailureKind::LossSpike:
+    case FailureKind::Crash:
+    case FailureKind::Hang:
+    case FailureKind::Oom:
+    case FailureKind::Anomaly:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool is_curve(FailureKind kind) {
   return kind == FailureKind::LossRegression;
 }

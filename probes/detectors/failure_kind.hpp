@@ -52,6 +52,9 @@ bool is_timing(FailureKind kind);
 // Judged on the loss curve against a reference run (loss_regression): no one step is to blame,
 // and a run on other data or from a checkpoint is not comparable with the reference.
 bool is_curve(FailureKind kind);
+// Seen at its own step: a run cut right after that step shows it (a streak, a leak or a window
+// is dated by its start but shown later: see Failure::shown_by).
+bool is_seen_at_its_step(FailureKind kind);
 // Lower is better localized: a step-exact signal beats a symptom seen later.
 int localization_rank(FailureKind kind);
 

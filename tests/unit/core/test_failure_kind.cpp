@@ -41,6 +41,11 @@ TEST(FailureKind, DataIsAsWellLocalizedAsNonfiniteAndTimingKindsAreTiming) {
     EXPECT_TRUE(is_timing(kind)) << to_string(kind);
   EXPECT_FALSE(is_timing(FailureKind::Nonfinite));
   EXPECT_FALSE(is_timing(FailureKind::Hang));
+  EXPECT_TRUE(is_seen_at_its_step(FailureKind::Nonfinite));
+  EXPECT_TRUE(is_seen_at_its_step(FailureKind::Crash));
+  EXPECT_FALSE(is_seen_at_its_step(FailureKind::GradExplode));  // a streak: shown by its end
+  EXPECT_FALSE(is_seen_at_its_step(FailureKind::Memory));       // a leak: shown by its fit
+  EXPECT_FALSE(is_seen_at_its_step(FailureKind::Straggler));    // no step at all
   EXPECT_TRUE(is_curve(FailureKind::LossRegression));
   EXPECT_FALSE(is_curve(FailureKind::Stalled));  // judged alone, on the run's own start
   EXPECT_FALSE(is_curve(FailureKind::LossSpike));
