@@ -238,7 +238,10 @@ std::map<std::string, std::vector<int64_t>> saved_over(const std::vector<Checkpo
 }
 
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id) {
-  const auto named = named_checkpoints(store, run_id);
+  return replayable(named_checkpoints(store, run_id));
+}
+
+std::vector<Checkpoint> replayable(const std::vector<Checkpoint>& named) {
   const auto over = saved_over(named);
   std::vector<Checkpoint> found;
   for (const auto& checkpoint : named) {

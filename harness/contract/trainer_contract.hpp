@@ -125,6 +125,8 @@ std::map<std::string, std::vector<int64_t>> saved_over(const std::vector<Checkpo
 // The checkpoints a replay may start from, by step: the one it resumed from (if any), then those
 // it wrote. Only files (or folders) that still exist, and of a path saved over, its last step.
 std::vector<Checkpoint> checkpoints(const store::Store& store, int64_t run_id);
+// The same, of checkpoints already read with named_checkpoints.
+std::vector<Checkpoint> replayable(const std::vector<Checkpoint>& named);
 // The last of them before `step` (step 0 counts as a fresh start: nullopt).
 std::optional<Checkpoint> last_before(const std::vector<Checkpoint>& checkpoints, int64_t step);
 std::optional<Checkpoint> at_step(const std::vector<Checkpoint>& checkpoints, int64_t step);

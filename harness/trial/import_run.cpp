@@ -282,8 +282,9 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
       file.malformed = std::vector<std::pair<std::string, std::string>>();
     }
     sink.flush();
-    result.saved_over = contract::saved_over(contract::named_checkpoints(store, result.run_id));
-    result.checkpoints = static_cast<int64_t>(contract::checkpoints(store, result.run_id).size());
+    const auto named = contract::named_checkpoints(store, result.run_id);
+    result.saved_over = contract::saved_over(named);
+    result.checkpoints = static_cast<int64_t>(contract::replayable(named).size());
     if (result.config == ImportedConfig::Foreign && result.last_step != info.steps) {
       info.steps = result.last_step;
       store.set_run_steps(result.run_id, info.steps);
@@ -298,9 +299,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;
     info.status = store::RunStatus::Finished;
     info.verdict = to_string(result.verdict);
-    for (const auto& failure : result.failures)
-      info.failures.push_back(
-          {to_string(failure.kind), failure.step, failure.rank, failure.detail, failure.shown_by});
+    for (const auto& failure : result.failures) info.failures.push_back(stored_failure(failure));
     info.malformed = result.malformed;
     store.finish_run(result.run_id, info);
   });

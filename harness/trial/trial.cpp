@@ -182,6 +182,10 @@ std::optional<detectors::Failure> regression_against(
                                          thresholds.loss_regression);
 }
 
+store::RunFailure stored_failure(const detectors::Failure& failure) {
+  return {to_string(failure.kind), failure.step, failure.rank, failure.detail, failure.shown_by};
+}
+
 std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer) {
   return contract::TrainerContract::of(spec.config_path).argv(spec, trainer);
 }
@@ -301,9 +305,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     info.exit_code = 0;
   }
   info.ended_at = iso_now();
-  for (const auto& failure : outcome.failures)
-    info.failures.push_back(
-        {to_string(failure.kind), failure.step, failure.rank, failure.detail, failure.shown_by});
+  for (const auto& failure : outcome.failures) info.failures.push_back(stored_failure(failure));
   info.malformed = outcome.malformed;
   store_.finish_run(outcome.run_id, info);
   return outcome;

@@ -95,6 +95,9 @@ std::optional<detectors::Failure> regression_against(
     const std::shared_ptr<const std::vector<std::vector<StepRecord>>>& reference,
     const detectors::Thresholds& thresholds);
 
+// A judged failure as a run's row stores it (its kind as text).
+store::RunFailure stored_failure(const detectors::Failure& failure);
+
 // The trainer command line of a trial, without --out (what a finding's repro says).
 std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& trainer);
 

@@ -108,21 +108,24 @@ class StragglerDetector : public Detector {
   // step, so no per-step map is kept while the run streams in.
   template <typename Visit>
   void for_each_step(Visit visit) const {
-    std::map<int, size_t> at;  // rank -> its next sample
-    for (const auto& [rank, samples] : samples_) at[rank] = 0;
+    struct Cursor {
+      int rank;
+      const std::vector<std::pair<int64_t, Sample>>& samples;
+      size_t next = 0;
+    };
+    std::vector<Cursor> cursors;
+    for (const auto& [rank, samples] : samples_) cursors.push_back({rank, samples});
     std::map<int, Sample> step_samples;
     while (true) {
       std::optional<int64_t> step;
-      for (const auto& [rank, next] : at)
-        if (next < samples_.at(rank).size() && (!step || samples_.at(rank)[next].first < *step))
-          step = samples_.at(rank)[next].first;
+      for (const auto& c : cursors)
+        if (c.next < c.samples.size() && (!step || c.samples[c.next].first < *step))
+          step = c.samples[c.next].first;
       if (!step) return;
       step_samples.clear();
-      for (auto& [rank, next] : at) {
-        const auto& samples = samples_.at(rank);
-        while (next < samples.size() && samples[next].first == *step)
-          step_samples[rank] = samples[next++].second;
-      }
+      for (auto& c : cursors)
+        while (c.next < c.samples.size() && c.samples[c.next].first == *step)
+          step_samples[c.rank] = c.samples[c.next++].second;
       visit(step_samples);
     }
   }

@@ -127,7 +127,7 @@ std::string first_failure(const store::RunInfo& run) {
 std::string trial_shape(const store::Store& store, const store::RunInfo& run) {
   int64_t from = 0;
   for (const auto& event : store.events(run.id, {kResumeEvent}))
-    if (event.name == kResumeEvent && event.step) from = *event.step;
+    if (event.step) from = *event.step;
   std::string text = fmt::format("{} rank{} · steps {}..{}", run.ranks, run.ranks == 1 ? "" : "s",
                                  from + 1, run.steps);
   if (run.data_fraction < 1) text += fmt::format(" · {:g}% of the data", 100 * run.data_fraction);

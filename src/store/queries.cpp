@@ -115,30 +115,35 @@ std::vector<StepRecord> Store::steps(int64_t run_id, int rank) const {
 
 std::vector<StepRecord> Store::steps_between(int64_t run_id, int64_t first, int64_t last,
                                              int rank) const {
-  // Rank by rank, each an index range; the ranks themselves found by one index seek each.
-  Statement next_rank(db_, path_,
-                      "SELECT rank FROM metrics WHERE run_id = ? AND rank >= ? ORDER BY rank "
-                      "LIMIT 1");
+  // Rank by rank, each an index range; with every rank, the ranks themselves are found by one
+  // index seek each.
   Statement query(db_, path_,
                   std::string(kStepColumns) +
                       " FROM metrics WHERE run_id = ? AND rank = ? AND step BETWEEN ? AND ? "
                       "ORDER BY step, id");
   std::vector<StepRecord> steps;
-  for (int64_t at = std::max(rank, 0);;) {
+  auto read_rank = [&](int64_t of) {
+    query.reset();
+    query.bind(1, run_id);
+    query.bind(2, of);
+    query.bind(3, first);
+    query.bind(4, last);
+    while (query.step()) steps.push_back(read_step(query));
+  };
+  if (rank >= 0) {
+    read_rank(rank);
+    return steps;
+  }
+  Statement next_rank(db_, path_,
+                      "SELECT rank FROM metrics WHERE run_id = ? AND rank >= ? ORDER BY rank "
+                      "LIMIT 1");
+  for (int64_t at = 0;; ++at) {
     next_rank.reset();
     next_rank.bind(1, run_id);
     next_rank.bind(2, at);
     if (!next_rank.step()) break;
-    const int64_t found = next_rank.int64(0);
-    if (rank >= 0 && found != rank) break;
-    query.reset();
-    query.bind(1, run_id);
-    query.bind(2, found);
-    query.bind(3, first);
-    query.bind(4, last);
-    while (query.step()) steps.push_back(read_step(query));
-    if (rank >= 0) break;
-    at = found + 1;
+    at = next_rank.int64(0);
+    read_rank(at);
   }
   return steps;
 }
