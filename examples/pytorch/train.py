@@ -11,6 +11,7 @@ it wants in FAULTLINE_* variables that faultline_probe reads (probes/python/READ
 Exit codes: 0 done, 2 bad usage, 3 halted on NaN/Inf, 4 bad data, 5 out of memory.
 """
 import argparse
+from contextlib import nullcontext
 import json
 import math
 import os
@@ -171,6 +172,61 @@ def lr_at(step, args):
     return spike * (min_lr + 0.5 * (args.lr - min_lr) * (1 + math.cos(math.pi * progress)))
 
 
+class DynamicLossScaler:
+    """GradScaler's algorithm for a torch that has none for the CPU (before 2.3): the loss is
+    multiplied by the scale; a step whose gradients are then non-finite is skipped and the scale
+    halved; 2000 good steps in a row double it."""
+
+    def __init__(self, init_scale=2.0**16, growth_interval=2000):
+        self._scale, self._growth_interval = init_scale, growth_interval
+        self._good, self._found_inf = 0, False
+
+    def is_enabled(self):
+        return True
+
+    def get_scale(self):
+        return self._scale
+
+    def scale(self, loss):
+        return loss * self._scale
+
+    def unscale_(self, optimizer):
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        with torch.no_grad():
+            for grad in grads:
+                grad.mul_(1.0 / self._scale)
+            self._found_inf = not all(bool(torch.isfinite(grad).all()) for grad in grads)
+
+    def step(self, optimizer):
+        if not self._found_inf:
+            optimizer.step()
+
+    def update(self):
+        self._good = 0 if self._found_inf else self._good + 1
+        if self._found_inf:
+            self._scale *= 0.5
+        elif self._good == self._growth_interval:
+            self._scale, self._good = self._scale * 2.0, 0
+        self._found_inf = False
+
+    def state_dict(self):
+        return {"scale": self._scale, "good": self._good}
+
+    def load_state_dict(self, state):
+        self._scale, self._good = state["scale"], state["good"]
+
+
+def make_scaler(args, device):
+    """fp16's dynamic loss scaler: torch's GradScaler where it serves this device, else ours."""
+    if args.precision != "fp16":
+        return None
+    if hasattr(torch.amp, "GradScaler"):  # torch 2.3 on: one for every device
+        return torch.amp.GradScaler(device.type)
+    if device.type == "cuda":
+        return torch.cuda.amp.GradScaler()
+    return DynamicLossScaler()
+
+
 # ----------------------------------------------------------------------------------------------
 # Planted faults: each the simplest mechanism with a real failure's signature.
 
@@ -187,9 +243,17 @@ class Faults:
             modules[args.nan_layer].register_forward_hook(self.nan_output)
         if args.poison_sample >= 0:
             modules["wte"].register_forward_hook(self.poison_rows)
+        if args.overflow_step:
+            model.wte.weight.register_hook(self.overflow)
 
     def nan_output(self, module, inputs, output):  # --nan-step/--nan-layer: NaN activations
         return output + float("nan") if self.step == self.args.nan_step else output
+
+    def overflow(self, grad):  # --overflow-step/-steps: gradients too big for the loss scale
+        first = self.args.overflow_step
+        if first <= self.step < first + self.args.overflow_steps:
+            return grad * float("inf")
+        return grad
 
     def poison_rows(self, module, inputs, output):  # --poison-sample: one bad sample's embedding
         rows = [r for r, i in enumerate(self.samples) if i == self.args.poison_sample]
@@ -238,6 +302,9 @@ def parse_args(argv=None):
     add("--grad-clip", type=float, default=1.0, help="max gradient norm; 0 disables clipping")
     add("--seed", type=int, default=1234, help="initialization and batch order")
     add("--threads", type=int, default=1, help="torch intra-op threads")
+    add("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+        help="bf16: autocast; fp16: autocast (CUDA; torch's CPU autocast has no fp16, so there "
+        "fp32 math) with a dynamic loss scaler")
     add("--n-layer", type=int, default=2)
     add("--n-head", type=int, default=2)
     add("--n-embd", type=int, default=64)
@@ -250,6 +317,9 @@ def parse_args(argv=None):
     add("--nan-step", type=int, default=0, help="fault: at this step ...")
     add("--nan-layer", default="", help="... this module's output turns NaN")
     add("--poison-sample", type=int, default=-1, help="fault: this sample's embedding is NaN")
+    add("--overflow-step", type=int, default=0, help="fault: from this step the gradients are "
+        "infinite (an fp16 overflow) ...")
+    add("--overflow-steps", type=int, default=1, help="... for this many steps")
     add("--lr-spike-step", type=int, default=0, help="fault: at this step the LR is ...")
     add("--lr-spike-factor", type=float, default=1.0, help="... multiplied by this")
     add("--corrupt-grad-rank", type=int, default=-1, help="fault: this rank's local gradient ...")
@@ -290,7 +360,11 @@ def main(argv=None):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   lambda i: lr_at(i + 1, args) / args.lr)
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
-    run.start(model, optimizer, scheduler, samples=data.n_samples)
+    scaler = make_scaler(args, run.device)
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    if autocast_dtype == torch.float16 and run.device.type != "cuda":
+        autocast_dtype = None
+    run.start(model, optimizer, scheduler, scaler=scaler, samples=data.n_samples)
     if run.rank == 0:
         n_params = sum(p.numel() for p in model.parameters())
         print(f"train.py: {n_params} parameters, {data.n_samples} samples, {run.world_size} "
@@ -309,11 +383,18 @@ def main(argv=None):
                                        f"not below --vocab-size {args.vocab_size}", where=args.data)
                     x, y = x.to(run.device), y.to(run.device)
                 faults.samples = samples
-                s.backward(model(x, y), tokens=x.numel())
+                with (torch.autocast(run.device.type, dtype=autocast_dtype) if autocast_dtype
+                      else nullcontext()):
+                    loss = model(x, y)
+                s.backward(loss, tokens=x.numel())
             faults.on_local_grads(step, model)
             s.all_reduce()
             s.clip_grad_norm(args.grad_clip)
-            optimizer.step()
+            if scaler is not None:  # skips the update when the gradients overflowed
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             scheduler.step()
         if run.rank == 0 and args.log_every and (step % args.log_every == 0 or step == 1):
             print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "

@@ -69,7 +69,7 @@ json json_optional(const std::optional<T>& value) {
 
 constexpr const char* kMetricColumns =
     "run_id,rank,step,t,loss,grad_norm,lr,step_ms,data_ms,comm_ms,tokens,mem_bytes,"
-    "mem_total_bytes,param_norm,update_ratio,nonfinite,collectives";
+    "mem_total_bytes,param_norm,update_ratio,nonfinite,collectives,skipped,loss_scale";
 
 json step_json(int64_t run_id, const StepRecord& s) {
   return {{"run_id", run_id},
@@ -88,7 +88,9 @@ json step_json(int64_t run_id, const StepRecord& s) {
           {"param_norm", json_optional(s.param_norm)},
           {"update_ratio", json_optional(s.update_ratio)},
           {"nonfinite", json_optional(s.nonfinite)},
-          {"collectives", json_optional(s.collectives)}};
+          {"collectives", json_optional(s.collectives)},
+          {"skipped", s.skipped},
+          {"loss_scale", json_optional(s.loss_scale)}};
 }
 
 std::string step_csv(int64_t run_id, const StepRecord& s) {
@@ -108,7 +110,9 @@ std::string step_csv(int64_t run_id, const StepRecord& s) {
                                           csv_optional(s.param_norm),
                                           csv_optional(s.update_ratio),
                                           csv_optional(s.nonfinite),
-                                          csv_optional(s.collectives)};
+                                          csv_optional(s.collectives),
+                                          s.skipped ? "1" : "0",
+                                          csv_optional(s.loss_scale)};
   return fmt::format("{}", fmt::join(cells, ","));
 }
 

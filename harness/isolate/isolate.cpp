@@ -241,7 +241,7 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     finding.phase = location.phase;
     finding.where = location.where;
     if (!location.detail.empty()) finding.detail = location.detail;
-    if (request.scope != IsolateScope::Steps) {
+    if (request.scope != IsolateScope::Steps && !detectors::spans_steps(scaled.local_failure)) {
       checkpoint("samples", store::SearchStatus::Running);
       auto samples = isolate::locate_samples(context, scaled.local_spec, scaled.local_outcome,
                                              location, finding.kind);

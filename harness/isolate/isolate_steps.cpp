@@ -87,16 +87,17 @@ TrialSpec replay(const contract::TrainerContract& trainer, const TrialSpec& loca
 
 }  // namespace
 
-// The last step before `step` whose record is finite on every rank: where the evidence says the
-// failure was still absent. With a record per step (the bundled trainer) it is step - 1; a
-// trainer that logs sparsely leaves a gap for the plan to search. A run resumed from a
-// checkpoint before `step` started from a good state: that step counts as good.
+// The last step before `step` whose record is finite on every rank (a step the loss scaler
+// skipped counts: its overflow was handled): where the evidence says the failure was still absent.
+// With a record per step (the bundled trainer) it is step - 1; a trainer that logs sparsely leaves
+// a gap for the plan to search. A run resumed from a checkpoint before `step` started from a good
+// state: that step counts as good.
 int64_t last_known_good(store::Store& store, int64_t run_id, int64_t step,
                         const std::vector<contract::Checkpoint>& checkpoints) {
   int64_t good = 0;
   if (auto resumed = contract::last_before(checkpoints, step)) good = resumed->step;
   for (const auto& record : store.steps_between(run_id, good + 1, step - 1))
-    if (std::isfinite(record.loss) && std::isfinite(record.grad_norm))
+    if (std::isfinite(record.loss) && (std::isfinite(record.grad_norm) || record.skipped))
       good = std::max(good, record.step);
   return good;
 }
@@ -116,6 +117,12 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     return location;
   }
 
+  if (detectors::spans_steps(failure)) {
+    // A loss scaler that never found a scale that works: every gradient overflows in its skips,
+    // which began at the step. The records date it; no probe inside one step adds to that.
+    location.detail = failure.detail;
+    return location;
+  }
   if (!context.trainer.can(contract::Capability::FullProbes)) {
     // The step is the one its records show; inside it, nothing can be asked.
     context.skip(context.trainer.skipped("the phase and module inside the step",

@@ -23,8 +23,9 @@ std::string guess(std::string_view word, const std::vector<std::string>& candida
 
 using nlohmann::json;
 
-const std::vector<std::string> kStepGroups = {
-    "step", "loss", "grad_norm", "lr", "step_ms", "data_ms", "comm_ms", "tokens", "mem_bytes"};
+const std::vector<std::string> kStepGroups = {"step",      "loss",    "grad_norm", "lr",
+                                              "step_ms",   "data_ms", "comm_ms",   "tokens",
+                                              "mem_bytes", "skipped", "loss_scale"};
 const std::vector<std::string> kCheckpointGroups = {"step", "path"};
 
 // A number as the protocol spells it: JSON numbers, or "nan"/"inf"/"-inf"; anything else stays
@@ -41,6 +42,16 @@ json value_of(const std::string& text) {
   } catch (const std::exception&) {
   }
   return text;
+}
+
+// A loss scaler's `skipped`, as logs say it: true/false, yes/no, or a count of skipped steps
+// (Megatron-LM's "number of skipped iterations: 1"; not 0 is skipped). Else the text, malformed.
+json flag_of(const std::string& text) {
+  const std::string lower = lowercase(text);
+  if (lower == "true" || lower == "yes") return true;
+  if (lower == "false" || lower == "no") return false;
+  const json number = value_of(text);
+  return number.is_number() ? json(number.get<double>() != 0) : json(text);
 }
 
 void compile_into(std::optional<std::pair<std::regex, std::vector<std::string>>>& out,
@@ -149,7 +160,7 @@ std::optional<std::string> LogRecords::translate(const std::string& line, int ra
         if (path.is_relative()) path = std::filesystem::path(base_dir_) / path;
         record["path"] = path.lexically_normal().string();
       } else {
-        record[name] = value_of(text);
+        record[name] = name == "skipped" ? flag_of(text) : value_of(text);
       }
     }
   };

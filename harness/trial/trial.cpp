@@ -281,6 +281,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   outcome.first_loss = summary.first_loss;
   outcome.last_loss = summary.last_loss;
   if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;
+  outcome.skipped_steps = summary.skipped_steps;
 
   if (outcome.infra_detail.empty() && outcome.failures.empty() && summary.steps == 0 &&
       trainer.is_command() && spec.resume.empty() && !outcome.interrupted)

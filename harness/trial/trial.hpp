@@ -49,6 +49,7 @@ struct Outcome {
   int ranks = 1;          // its world size: steps_run × ranks is its cost in rank-steps
   std::optional<double> first_loss, last_loss;
   double tokens_per_s = 0;
+  int64_t skipped_steps = 0;  // steps a loss scaler skipped (fp16 overflow), most of any rank
   double wall_s = 0;
   double queue_wait_s = 0;  // launch to the first rank starting (a Slurm job's time in queue)
   // Its run time: wall_s less the queue wait.

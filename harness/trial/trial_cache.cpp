@@ -109,6 +109,7 @@ nlohmann::json to_json(const Outcome& outcome) {
           {"first_loss", optional_number(outcome.first_loss)},
           {"last_loss", optional_number(outcome.last_loss)},
           {"tokens_per_s", outcome.tokens_per_s},
+          {"skipped_steps", outcome.skipped_steps},
           {"wall_s", outcome.wall_s},
           {"queue_wait_s", outcome.queue_wait_s},
           {"run_s", outcome.run_s()},
@@ -132,6 +133,7 @@ Outcome outcome_from_json(const nlohmann::json& json) {
   outcome.first_loss = read_optional(json, "first_loss");
   outcome.last_loss = read_optional(json, "last_loss");
   outcome.tokens_per_s = json.at("tokens_per_s").get<double>();
+  outcome.skipped_steps = json.value("skipped_steps", int64_t{0});  // none cached before fp16
   outcome.wall_s = json.at("wall_s").get<double>();
   outcome.queue_wait_s = json.value("queue_wait_s", 0.0);  // none before the Slurm launcher
   // Outcomes cached before malformed lines were counted have none.

@@ -26,6 +26,12 @@ inline int64_t evidence_step(const Failure& failure) {
   return failure.shown_by > failure.step ? failure.shown_by : failure.step;
 }
 
+// Whether `failure` is dated by the first of several steps that show it (a streak, a leak, a
+// loss scaler's skips): no one step holds it, so there is no module or sample in a step to name.
+inline bool spans_steps(const Failure& failure) {
+  return failure.shown_by > failure.step;
+}
+
 // Whether any of `failures` fails the run (a warning alone does not).
 bool any_failing(const std::vector<Failure>& failures);
 

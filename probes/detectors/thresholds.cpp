@@ -14,6 +14,8 @@ const Range<double> kNonNegative{0.0, {}};
 void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) {
   auto key = [&](const char* name) { return prefix + name; };
   b.bind(key("nonfinite.enabled"), t.nonfinite.enabled);
+  b.bind(key("nonfinite.max_skipped_steps"), t.nonfinite.max_skipped_steps, kAtLeastOne);
+  b.bind(key("nonfinite.min_loss_scale"), t.nonfinite.min_loss_scale, kNonNegative);
   b.bind(key("data.enabled"), t.data.enabled);
 
   b.bind(key("stalled.enabled"), t.stalled.enabled);

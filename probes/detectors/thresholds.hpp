@@ -14,6 +14,11 @@ namespace faultline::detectors {
 struct Thresholds {
   struct Nonfinite {
     bool enabled = true;
+    // A dynamic loss scaler (fp16) skips overflowing steps and halves its scale: a few skips
+    // are how it finds its scale; this many in a row, or a scale below min_loss_scale, is a run
+    // whose gradients overflow whatever the scale.
+    int64_t max_skipped_steps = 32;
+    double min_loss_scale = 1.0;
   } nonfinite;
   struct Data {
     bool enabled = true;

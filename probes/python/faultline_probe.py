@@ -25,6 +25,12 @@ usual and nothing is recorded.
             scheduler.step()
     run.end()
 
+fp16 with a dynamic loss scaler: run.start(model, optimizer, scheduler, scaler=scaler) with
+torch.amp.GradScaler; s.backward() scales the loss, s.clip_grad_norm() unscales the gradients
+first, and you call scaler.step(optimizer) and scaler.update() instead of optimizer.step(). A step
+whose gradients overflow is then the scaler's to skip, not a halt: its record says skipped and
+the loss scale, and faultline judges a scaler that never finds a working scale.
+
 The low-level writer of the old faultline_metrics module is here too: MetricsWriter and
 fingerprint_hash. They need no torch: this module imports without it (Run then refuses).
 """
@@ -593,7 +599,8 @@ class Run:
             dist.init_process_group(self.backend, init_method=init, rank=s.rank,
                                     world_size=s.world_size,
                                     timeout=datetime.timedelta(seconds=timeout_s))
-        self.model = self.optimizer = self.scheduler = None
+        self.model = self.optimizer = self.scheduler = self.scaler = None
+        self.skipped_steps = 0    # steps the loss scaler skipped (gradients overflowed)
         self.first_step = None
         self.last_step = None
         self.collectives = 0
@@ -623,11 +630,16 @@ class Run:
 
     # -- setting up ----------------------------------------------------------------------------
 
-    def start(self, model, optimizer, scheduler=None, **fields):
+    def start(self, model, optimizer, scheduler=None, scaler=None, **fields):
         """Writes the start event and, with FAULTLINE_RESUME, loads the checkpoint (model,
-        optimizer, scheduler, step and every RNG state) and writes the resume event. Extra
-        fields (e.g. samples=len(dataset)) go into the start event. Returns the first step."""
+        optimizer, scheduler, loss scaler, step and every RNG state) and writes the resume event.
+        scaler: fp16's dynamic loss scaler (torch.amp.GradScaler, or any object with its scale,
+        unscale_, get_scale, state_dict and load_state_dict); an overflowing step is then skipped,
+        not halted on. Extra fields (e.g. samples=len(dataset)) go into the start event. Returns
+        the first step."""
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        enabled = getattr(scaler, "is_enabled", lambda: scaler is not None)
+        self.scaler = scaler if enabled() else None  # a disabled GradScaler scales nothing
         self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.first_step = 1
         meta = None
@@ -644,6 +656,7 @@ class Run:
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(self.device), "cpu": _cpu_model(), "mem_total_bytes": _physical_memory(),
             "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
+            "loss_scaler": type(self.scaler).__name__ if self.scaler is not None else "",
             "command": sys.argv, "pid": os.getpid(),
         }
         if self.device.type == "cuda":
@@ -698,6 +711,8 @@ class Run:
             return
         self._ended = True
         last = self._last_run if self._last_run is not None else (self.first_step or 1) - 1
+        if self.scaler is not None:
+            fields.setdefault("skipped_steps", self.skipped_steps)
         self.metrics.end(status=status, step=last, **fields,
                          tokens_per_s=(self._timed_tokens / (self._timed_ms / 1000)
                                        if self._timed_ms > 0 else 0.0),
@@ -733,6 +748,7 @@ class Run:
                  "torch_version": torch.__version__,
                  "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                  "rng": states}
         temporary = path + ".tmp"
         torch.save(state, temporary)
@@ -749,6 +765,9 @@ class Run:
             self.optimizer.load_state_dict(state["optimizer"])
             if self.scheduler is not None and state.get("scheduler") is not None:
                 self.scheduler.load_state_dict(state["scheduler"])
+            # The scale decides which steps overflow: a replay needs the one the run had.
+            if self.scaler is not None and state.get("scaler") is not None:
+                self.scaler.load_state_dict(state["scaler"])
         except (OSError, ValueError, KeyError, RuntimeError, EOFError) as error:
             _usage_exit(f"cannot resume from {path} (FAULTLINE_RESUME): {error}")
         states = state["rng"]
@@ -827,6 +846,8 @@ class Step:
         self.batch = None         # the global batch given to micro_batches
         self.samples = None       # this rank's samples of it (after a replay)
         self.loss = self.grad_norm = self.lr = None
+        self.skipped = False       # the loss scaler found the gradients non-finite: no update
+        self.loss_scale = None
         self.tokens = 0
         self._micro_count = 1
         self._current = None
@@ -925,7 +946,8 @@ class Step:
         (1 if you did not use micro_batches()), and adds it to the step's loss. No host sync."""
         self._phase = "backward"
         scaled = loss / self._micro_count
-        scaled.backward()
+        scaler = self._run.scaler
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()
         value = scaled.detach().float()
         self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
         self.tokens += int(tokens)
@@ -981,12 +1003,19 @@ class Step:
         before clipping. This is the finiteness check: one host sync for the loss and the norm.
         On NaN/Inf it writes the step record, the anomaly, the last good checkpoint when asked
         (FAULTLINE_CHECKPOINT_ON_HALT) and the end event, and exits 3 without the update.
-        Call it before optimizer.step()."""
+        Call it before optimizer.step(). With a loss scaler it unscales the gradients first, and
+        non-finite gradients with a finite loss are an overflow for the scaler to skip: the step
+        is recorded as skipped, with the loss scale, and the run goes on."""
         if self._checked:
             return self.grad_norm
         self.all_reduce()
         self._checked = True
         run = self._run
+        scaler = run.scaler
+        if scaler is not None:
+            self.loss_scale = float(scaler.get_scale())
+            if not _late:  # late, scaler.step() has unscaled them already
+                scaler.unscale_(run.optimizer)
         params = [p for _, p in run._named if p.grad is not None]
         if max_norm:
             norm = torch.nn.utils.clip_grad_norm_(params, float(max_norm))
@@ -1000,7 +1029,10 @@ class Step:
         if self.lr is None and run.optimizer is not None and run.optimizer.param_groups:
             self.lr = float(run.optimizer.param_groups[0]["lr"])
         self._phase = "optimizer"
-        if not (math.isfinite(self.loss) and math.isfinite(self.grad_norm)):
+        if scaler is not None and math.isfinite(self.loss) and not math.isfinite(self.grad_norm):
+            self.skipped = True  # scaler.step() will not update; scaler.update() lowers the scale
+            run.skipped_steps += 1
+        elif not (math.isfinite(self.loss) and math.isfinite(self.grad_norm)):
             self._halt_nonfinite(before_update=not _late)
         return self.grad_norm
 
@@ -1032,6 +1064,8 @@ class Step:
                       step_ms=round(step_ms, 3), data_ms=round(self._data_ms, 3),
                       comm_ms=round(self._comm_ms, 3), cpu_ms=round(cpu_ms, 3),
                       tokens=self.tokens, collectives=run.collectives)
+        if self.loss_scale is not None:
+            fields.update(skipped=self.skipped, loss_scale=self.loss_scale)
         if run.device.type == "cuda":
             free, total = torch.cuda.mem_get_info(run.device)
             fields.update(mem_bytes=torch.cuda.memory_reserved(run.device), mem_total_bytes=total,

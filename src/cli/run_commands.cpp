@@ -67,8 +67,12 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   fmt::print("run {}: {}  ({} rank(s), {} steps done, {:.1f} s)\n", outcome.run_id,
              harness::to_string(outcome.verdict), spec.ranks, outcome.last_step, outcome.wall_s);
   if (outcome.first_loss && outcome.last_loss)
-    fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s\n", *outcome.first_loss,
-               *outcome.last_loss, outcome.tokens_per_s);
+    fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}\n", *outcome.first_loss,
+               *outcome.last_loss, outcome.tokens_per_s,
+               outcome.skipped_steps > 0
+                   ? fmt::format("; {} steps skipped by the loss scaler (fp16 overflow)",
+                                 outcome.skipped_steps)
+                   : "");
   print_failures(outcome.failures);
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
@@ -109,6 +113,7 @@ int run_train(const TrainArgs& args) {
                             {"first_loss", finite_or_null(outcome.first_loss)},
                             {"last_loss", finite_or_null(outcome.last_loss)},
                             {"tokens_per_s", outcome.tokens_per_s},
+                            {"skipped_steps", outcome.skipped_steps},
                             {"queue_wait_s", outcome.queue_wait_s},
                             {"run_s", outcome.run_s()},
                             {"malformed", outcome.malformed},

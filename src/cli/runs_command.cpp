@@ -86,7 +86,8 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
           {"steps_run", steps_run(summary)},
           {"first_loss", finite_or_null(summary.first_loss)},
           {"last_loss", finite_or_null(summary.last_loss)},
-          {"tokens_per_s", summary.tokens_per_s}};
+          {"tokens_per_s", summary.tokens_per_s},
+          {"skipped_steps", summary.skipped_steps}};
 }
 
 harness::RunFilter filter_of(const RunsArgs& args) {
@@ -180,8 +181,11 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
              !dir.empty() && !std::filesystem::exists(dir) ? " (removed)" : "");
   fmt::print("  started:  {}{}\n", run.started_at,
              run.ended_at.empty() ? "" : ", ended " + run.ended_at);
-  fmt::print("  loss:     {} -> {} ({} step records)\n", loss_text(summary.first_loss),
-             loss_text(summary.last_loss), summary.steps);
+  fmt::print("  loss:     {} -> {} ({} step records{})\n", loss_text(summary.first_loss),
+             loss_text(summary.last_loss), summary.steps,
+             summary.skipped_steps > 0
+                 ? fmt::format("; {} skipped by the loss scaler", summary.skipped_steps)
+                 : "");
   if (run.failures.empty()) fmt::print("  failures: none\n");
   for (const auto& f : run.failures)
     fmt::print("  failure:  {} at step {} rank {}: {}\n", f.kind,

@@ -41,6 +41,16 @@ std::optional<int64_t> maybe_int(const json& record, const char* key) {
   return static_cast<int64_t>(*value);
 }
 
+// A flag: true/false (or absent, or null: false). 0 and 1 are taken too, as Python writes them
+// from an int.
+bool flag(const json& record, const char* key) {
+  auto it = record.find(key);
+  if (it == record.end() || it->is_null()) return false;
+  if (it->is_boolean()) return it->get<bool>();
+  if (it->is_number_integer() && (*it == 0 || *it == 1)) return *it == 1;
+  throw std::invalid_argument(std::string("field '") + key + "' is not true or false");
+}
+
 std::string text(const json& record, const char* key) {
   auto it = record.find(key);
   if (it == record.end() || it->is_null()) return "";
@@ -88,6 +98,8 @@ ParsedLine parse_metrics_line(std::string_view line) {
       step.nonfinite = maybe_int(record, "nonfinite");
       step.collectives = maybe_int(record, "collectives");
       step.cpu_ms = maybe_real(record, "cpu_ms");
+      step.skipped = flag(record, "skipped");
+      step.loss_scale = maybe_real(record, "loss_scale");
       parsed.record = step;
     } else if (type == "anomaly") {
       AnomalyRecord anomaly{rank,

@@ -30,6 +30,11 @@ struct StepRecord {
   // CPU time of the training thread in the step outside data loading and the collective: the
   // CPU counterpart of step_ms - data_ms - comm_ms. Absent from trainers that do not measure it.
   std::optional<double> cpu_ms;
+  // The optimizer update was skipped: a dynamic loss scaler (fp16's GradScaler) found non-finite
+  // gradients and lowered its scale. Such a step's non-finite grad_norm is the scaler doing its
+  // job, not a fault; a run of them that does not end is (thresholds: nonfinite.max_skipped_steps).
+  bool skipped = false;
+  std::optional<double> loss_scale;  // the scale the step's loss was multiplied by
 };
 
 struct AnomalyRecord {

@@ -33,7 +33,7 @@
   }
 
   function logScale(plot) {
-    if (plot.id !== "grad_norm") return false;
+    if (plot.id !== "grad_norm" && plot.id !== "loss_scale") return false;
     var lo = Infinity, hi = -Infinity;
     plot.series.forEach(function (s) {
       s.values.forEach(function (v) { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });

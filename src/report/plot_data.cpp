@@ -190,8 +190,13 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
   plots.push_back(std::move(loss));
   plots.push_back(
       per_rank_plot("grad_norm", "Gradient norm", "", subject, others, [](const StepRecord& r) {
-        return r.has_grad_norm ? std::optional<double>(r.grad_norm) : std::nullopt;
+        // A step the loss scaler skipped has the overflow's norm: not a point of the curve.
+        return r.has_grad_norm && !r.skipped ? std::optional<double>(r.grad_norm) : std::nullopt;
       }));
+  // fp16's dynamic loss scale: halved at each skipped (overflowing) step, so a collapse shows as
+  // a staircase down. Only for trainers that report it (dropped below when none does).
+  plots.push_back(per_rank_plot("loss_scale", "Loss scale", "", subject, others,
+                                [](const StepRecord& r) { return r.loss_scale; }));
   plots.push_back(per_rank_plot(
       "lr", "Learning rate", "", subject, others,
       [](const StepRecord& r) { return r.has_lr ? std::optional<double>(r.lr) : std::nullopt; }));

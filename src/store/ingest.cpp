@@ -27,7 +27,8 @@ void bind_optional(Statement& statement, int index, const std::optional<int64_t>
 constexpr const char* kStepInsert =
     "INSERT INTO metrics (run_id, rank, step, t, loss, grad_norm, lr, step_ms, data_ms, "
     "comm_ms, tokens, mem_bytes, mem_total_bytes, param_norm, update_ratio, nonfinite, "
-    "collectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "collectives, skipped, loss_scale) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?)";
 
 void bind_step(Statement& insert, int64_t run_id, const StepRecord& step) {
   insert.bind(1, run_id);
@@ -47,6 +48,8 @@ void bind_step(Statement& insert, int64_t run_id, const StepRecord& step) {
   bind_real(insert, 15, step.update_ratio);
   bind_optional(insert, 16, step.nonfinite);
   bind_optional(insert, 17, step.collectives);
+  insert.bind(18, int64_t{step.skipped ? 1 : 0});
+  bind_real(insert, 19, step.loss_scale);
 }
 }  // namespace
 

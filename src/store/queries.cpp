@@ -21,7 +21,7 @@ using detail::Statement;
 
 constexpr const char* kStepColumns =
     "SELECT rank, t, step, loss, grad_norm, lr, step_ms, data_ms, comm_ms, tokens, mem_bytes, "
-    "mem_total_bytes, param_norm, update_ratio, nonfinite, collectives";
+    "mem_total_bytes, param_norm, update_ratio, nonfinite, collectives, skipped, loss_scale";
 
 StepRecord read_step(const Statement& query) {
   StepRecord step;
@@ -43,6 +43,8 @@ StepRecord read_step(const Statement& query) {
   step.update_ratio = read_opt_real(query, 13);
   step.nonfinite = query.opt_int64(14);
   step.collectives = query.opt_int64(15);
+  step.skipped = query.int64(16) != 0;
+  step.loss_scale = read_opt_real(query, 17);
   return step;
 }
 
@@ -215,7 +217,7 @@ MetricsSummary Store::summarize(int64_t run_id) const {
                      "sum(CASE WHEN typeof(step_ms) = 'real' AND step_ms BETWEEN 0 AND 1e300 "
                      "THEN step_ms ELSE 0 END), "
                      "max(CASE WHEN typeof(step_ms) = 'real' AND step_ms BETWEEN 0 AND 1e300 "
-                     "THEN step_ms ELSE 0 END) FROM metrics NOT INDEXED "
+                     "THEN step_ms ELSE 0 END), sum(skipped) FROM metrics NOT INDEXED "
                      "WHERE id BETWEEN ?2 AND ?3 AND run_id = ?1 GROUP BY rank ORDER BY rank");
   per_rank.bind(2, range ? range->first : 1);
   per_rank.bind(3, range ? range->second : 0);
@@ -229,6 +231,7 @@ MetricsSummary Store::summarize(int64_t run_id) const {
     const double ms = per_rank.real_raw(4);
     if (ms > 0) summary.tokens_per_s += static_cast<double>(per_rank.int64(3)) / (ms / 1000.0);
     summary.slowest_step_ms = std::max(summary.slowest_step_ms, per_rank.real_raw(5));
+    summary.skipped_steps = std::max(summary.skipped_steps, per_rank.int64(6));
   }
   if (lowest_rank) {
     summary.first_loss = loss_at(db_, path_, run_id, *lowest_rank, "ASC");

@@ -1,4 +1,4 @@
-// Schema versions 1 to 4, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 6, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -168,6 +168,13 @@ const char* const kVersion5 = R"sql(
 ALTER TABLE run_failures ADD COLUMN shown_by INTEGER NOT NULL DEFAULT -1;
 )sql";
 
+// Version 6: a step the loss scaler skipped (fp16 overflow) and the loss scale, so a stored run's
+// non-finite grad norms of skipped steps are not read as its failure.
+const char* const kVersion6 = R"sql(
+ALTER TABLE metrics ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE metrics ADD COLUMN loss_scale;                        -- NULL: not reported
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -197,8 +204,8 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                                 kVersion5};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3,
+                                                 kVersion4, kVersion5, kVersion6};
   return steps;
 }
 

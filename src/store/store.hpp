@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -111,6 +111,7 @@ struct MetricsSummary {
   int64_t last_step = -1;                       // highest step of any rank; -1: none
   int64_t anomalies = 0;                        // anomaly records stored
   double slowest_step_ms = 0;                   // of any rank, finite step_ms only; 0: none
+  int64_t skipped_steps = 0;                    // a loss scaler's skips, most of any rank
 };
 
 // How a handle talks to the file. The defaults are what the harness uses; the benchmark and

@@ -412,6 +412,47 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
 }
 
+// fp16 with a dynamic loss scaler: three overflowing steps are the scaler's to skip (a run that
+// passes); gradients that overflow for good from step 130 of a job make the scaler halve its
+// scale below 1 by step 147 while the script trains on. Imported, that is a nonfinite failure
+// dated by the first skip; isolate finds it from the checkpoint of step 100 and repro repeats it.
+TEST(ExternalTrainer, AnFp16JobsLossScaleThatCollapsesIsDatedByItsFirstSkippedStep) {
+  const std::string dir = make_temp_dir("ext-fp16");
+  auto skips = faultline_cli(
+      with_sets({"train", "-c", kHelper, "--json"},
+                {"train.precision=fp16", "fault.overflow_step=20", "fault.overflow_steps=3"}),
+      dir, 300);
+  ASSERT_EQ(skips.result.exit_code, 0) << skips.result.output;
+  EXPECT_EQ(skips.doc.at("failures"), nlohmann::json::array()) << skips.doc.dump();
+  EXPECT_EQ(skips.doc.at("skipped_steps"), 3);
+
+  const std::string job = dir + "/job";
+  const auto ran = run_helper_job(job, {"--steps", "200", "--precision", "fp16", "--overflow-step",
+                                        "130", "--overflow-steps", "1000"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;  // the scaler skips every step to the end
+  auto imported = import_helper_job(dir, job,
+                                    {"train.steps=200", "train.precision=fp16",
+                                     "fault.overflow_step=130", "fault.overflow_steps=1000"});
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  const auto& failures = imported.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"nonfinite"}) << imported.doc.dump();
+  EXPECT_EQ(failures[0].at("step"), 130);
+  EXPECT_THAT(failures[0].at("detail").get<std::string>(),
+              HasSubstr("loss scale 0.5 at step 147 is below 1 after 18 skipped steps"));
+  auto cli = isolate_imported(dir, imported);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nonfinite");
+  EXPECT_EQ(cli.doc.at("step"), 130);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
+  // From the checkpoint of step 100 to step 147, where the scale fell under the floor; no probes
+  // or sample split inside one step of an overflow that every step has.
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 2 * 47) << cli.doc.dump();
+  auto repro = faultline_cli(
+      {"repro", "F" + std::to_string(cli.doc.at("finding_id").get<int64_t>())}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+}
+
 // A job preempted after step 120 and requeued: the second run resumes from the checkpoint of
 // step 100 and appends to the same metrics file, then hits the NaN at 150. The import keeps the
 // last run of each step, says the job restarted, and isolate replays from that checkpoint.

@@ -317,4 +317,30 @@ else
   record SKIP "isolate planted NaN: faultline not built ($layout build)"
 fi
 
+# ---- 7. fp16 on the GPU: torch's own GradScaler through faultline_probe (train.py), with three
+# planted overflowing steps that the scaler must skip (not halt on) and halve its scale for
+fp16_dir=$out/fp16
+rm -rf "$fp16_dir"
+if run_step fp16-scaler 60 env FAULTLINE_METRICS="$fp16_dir/metrics.jsonl" FAULTLINE_OUT="$fp16_dir" \
+  python3 "$root/examples/pytorch/train.py" --steps 20 --precision fp16 --overflow-step 5 \
+  --overflow-steps 3 --log-every 0; then
+  if figures=$(python3 - "$fp16_dir/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+start, steps = rows[0], [r for r in rows if r["type"] == "step"]
+skipped = [r["step"] for r in steps if r.get("skipped")]
+print(f"device {start['device']}, scaler {start['loss_scaler']}, skipped steps {skipped}, "
+      f"scale {steps[0]['loss_scale']:g} -> {steps[-1]['loss_scale']:g}, "
+      f"loss {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}")
+sys.exit(0 if {5, 6, 7} <= set(skipped) and start["device"].startswith("cuda") else 1)
+PY
+  ); then
+    record PASS "fp16 GradScaler on cuda (train.py): $figures"
+  else
+    record FAIL "fp16 GradScaler on cuda: $figures"
+  fi
+else
+  record FAIL "fp16 GradScaler on cuda (see $out/fp16-scaler.log)"
+fi
+
 finish checks

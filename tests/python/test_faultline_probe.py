@@ -327,6 +327,47 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                                  {**by_step(records, "fingerprint", what)[k],
                                   "t": by_step(again, "fingerprint", what)[k]["t"]}, (k, what))
 
+    def test_a_loss_scaler_skips_overflowing_steps_and_a_resume_keeps_its_scale(self):
+        args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5", "--overflow-steps", "3"] + QUIET
+        full = run(os.path.join(self.tmp, "full"), args, FAULTLINE_CHECKPOINT_EVERY=8,
+                   FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=5)
+        self.assertEqual(full.codes, [0], full.stderr())  # an overflow is no halt
+        records = full.records()
+        self.assert_protocol(records)
+        self.assertEqual(full.records(type_="anomaly"), [])
+        steps = by_step(records, "step")
+        self.assertEqual([k for k in steps if steps[k]["skipped"]], [5, 6, 7])
+        self.assertEqual([steps[k]["loss_scale"] for k in range(4, 10)],
+                         [65536.0, 65536.0, 32768.0, 16384.0, 8192.0, 8192.0])
+        for k in (5, 6, 7):
+            self.assertEqual(steps[k]["grad_norm"], "inf")
+            self.assertTrue(math.isfinite(steps[k]["loss"]))
+            # No update: the parameters are the previous step's.
+            self.assertEqual(steps[k]["param_norm"], steps[4]["param_norm"])
+        self.assertNotEqual(steps[8]["param_norm"], steps[4]["param_norm"])
+        torch_has_one = hasattr(torch.amp, "GradScaler")  # for the CPU too: torch 2.3 on
+        self.assertEqual(records[0]["loss_scaler"],
+                         "GradScaler" if torch_has_one else "DynamicLossScaler")
+        end = records[-1]
+        self.assertEqual((end["status"], end["skipped_steps"]), ("ok", 3))
+        # The checkpoint keeps the scale (8192 after three skips): the replay is the run's.
+        checkpoint, = full.records(type_="event", name="checkpoint")
+        resumed = run(os.path.join(self.tmp, "resumed"), args,
+                      FAULTLINE_RESUME=checkpoint["path"])
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        again = by_step(resumed.records(), "step")
+        self.assertEqual(sorted(again), list(range(9, 13)))
+        for k in again:
+            for field in ("loss", "grad_norm", "loss_scale", "param_norm", "skipped"):
+                self.assertEqual(again[k][field], steps[k][field], (k, field))
+
+    def test_overflow_without_a_loss_scaler_still_halts(self):
+        trial = run(self.tmp, ["--steps", "8", "--overflow-step", "3"] + QUIET)
+        self.assertEqual(trial.codes, [3], trial.stderr())
+        anomaly, = trial.records(type_="anomaly")
+        self.assertEqual((anomaly["step"], anomaly["kind"]), (3, "nonfinite"))
+        self.assertNotIn("skipped", by_step(trial.records(), "step")[3])
+
     def test_planted_nan_full_probes_name_the_module_and_save_the_last_good_state(self):
         trial = run(self.tmp, ["--steps", "8", "--nan-step", "3", "--nan-layer", "blocks.0.attn"]
                     + QUIET, FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=3,

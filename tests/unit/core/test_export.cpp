@@ -40,6 +40,8 @@ TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
   auto nan_step = step_record(1, 2, kNan);
   nan_step.has_lr = false;
   nan_step.param_norm = 3.0;
+  nan_step.skipped = true;  // a loss scaler's, with its scale
+  nan_step.loss_scale = 1024.0;
   std::ostringstream out;
   write_metrics(
       out, ExportFormat::Csv, 7,
@@ -47,8 +49,8 @@ TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
   const auto lines = split(out.str(), '\n');
   ASSERT_EQ(lines.size(), 6u);  // header, four rows, the empty text after the last line break
   EXPECT_EQ(lines[0].rfind("run_id,rank,step,t,loss,grad_norm,lr,", 0), 0u);
-  EXPECT_EQ(lines[1], "7,0,1,0.5,4.25,1.25,0.0003,100,5,2,1000,1048576,,,,,");
-  EXPECT_EQ(lines[4], "7,1,2,1,nan,1.25,,100,5,2,1000,1048576,,3,,,");
+  EXPECT_EQ(lines[1], "7,0,1,0.5,4.25,1.25,0.0003,100,5,2,1000,1048576,,,,,,0,");
+  EXPECT_EQ(lines[4], "7,1,2,1,nan,1.25,,100,5,2,1000,1048576,,3,,,,1,1024");
   EXPECT_EQ(split(lines[0], ',').size(), split(lines[4], ',').size());
 }
 

@@ -45,6 +45,30 @@ TEST(LogRecords, ANonNumberIsPassedOnSoTheRecordIsMalformed) {
   EXPECT_EQ(parsed.status, ParseStatus::Malformed);
 }
 
+TEST(LogRecords, ALossScalersSkipsAreReadAsLogsSayThem) {
+  // Megatron-LM's iteration line: the loss scale and a count of skipped iterations.
+  const auto records = LogRecords::compile(
+      R"(iteration\s+(?P<step>\d+)/.*loss scale: (?P<loss_scale>\S+) .*number of skipped )"
+      R"(iterations:\s+(?P<skipped>\S+))",
+      "", "", "");
+  auto step_of = [&](const std::string& line) {
+    const auto parsed = parse_metrics_line(*records.translate(line, 0, 0));
+    EXPECT_EQ(parsed.status, ParseStatus::Ok) << parsed.error;
+    return std::get<StepRecord>(*parsed.record);
+  };
+  const std::string head = " iteration      120/  500000 | lm loss: 2.5 | loss scale: ";
+  const auto skipped = step_of(head + "32768.0 | number of skipped iterations:   1 |");
+  EXPECT_TRUE(skipped.skipped);
+  EXPECT_EQ(skipped.loss_scale, 32768.0);
+  EXPECT_EQ(skipped.step, 120);
+  EXPECT_FALSE(step_of(head + "65536.0 | number of skipped iterations:   0 |").skipped);
+  for (const char* word : {"true", "True", "yes"})
+    EXPECT_TRUE(step_of(head + "1.0 | number of skipped iterations: " + word).skipped) << word;
+  const auto bad = parse_metrics_line(
+      *records.translate(head + "1.0 | number of skipped iterations: maybe", 0, 0));
+  EXPECT_EQ(bad.status, ParseStatus::Malformed);
+}
+
 TEST(LogRecords, ACheckpointLineIsACheckpointEventWithItsPathMadeAbsolute) {
   const auto records =
       LogRecords::compile(R"(step (?P<step>\d+) loss (?P<loss>\S+))",

@@ -1,5 +1,6 @@
-// Tests for src/common/metrics_record.cpp: the optional step field cpu_ms (the bundled trainer
-// writes it; other trainers may not), and the `gpu` record as the CUPTI probe writes it.
+// Tests for src/common/metrics_record.cpp: the optional step fields cpu_ms (the bundled trainer
+// writes it; other trainers may not) and a loss scaler's skipped and loss_scale, and the `gpu`
+// record as the CUPTI probe writes it.
 #include "common/metrics_record.hpp"
 
 #include "gpu/timeline/gpu_record.hpp"
@@ -32,6 +33,26 @@ TEST(MetricsRecord, CpuTimeIsOptional) {
   ParsedLine text = parse_metrics_line(head + R"(,"cpu_ms":"fast"})");
   EXPECT_EQ(text.status, ParseStatus::Malformed);
   EXPECT_EQ(text.error, "field 'cpu_ms' is not a number");
+}
+
+TEST(MetricsRecord, ALossScalersSkippedStepAndScaleAreOptional) {
+  const std::string head = R"({"v":1,"type":"step","rank":0,"t":0.5,"step":7,"loss":2.5,)"
+                           R"("grad_norm":"inf")";
+  StepRecord skipped = step_of(head + R"(,"skipped":true,"loss_scale":32768.0})");
+  EXPECT_TRUE(skipped.skipped);
+  ASSERT_TRUE(skipped.loss_scale.has_value());
+  EXPECT_EQ(*skipped.loss_scale, 32768.0);
+  EXPECT_TRUE(std::isinf(skipped.grad_norm));
+  StepRecord plain = step_of(head + "}");
+  EXPECT_FALSE(plain.skipped);
+  EXPECT_FALSE(plain.loss_scale.has_value());
+  EXPECT_TRUE(step_of(head + R"(,"skipped":1})").skipped);  // as a Python int writes it
+  EXPECT_FALSE(step_of(head + R"(,"skipped":false})").skipped);
+  for (const char* bad : {R"(,"skipped":"yes"})", R"(,"skipped":2})"}) {
+    ParsedLine text = parse_metrics_line(head + bad);
+    EXPECT_EQ(text.status, ParseStatus::Malformed) << bad;
+    EXPECT_EQ(text.error, "field 'skipped' is not true or false");
+  }
 }
 
 TEST(MetricsRecord, GpuRecordFromTheCuptiProbeReadsBack) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "store_test_records.hpp"
 
@@ -102,6 +103,29 @@ TEST(PlotData, MetricsATrainerNeverWroteAreLeftOut) {
   const auto plots = metric_plots({"run 1", SeriesRole::Subject, {record}}, {}, std::nullopt);
   for (const auto& p : plots) EXPECT_NE(p.id, "grad_norm");
   EXPECT_EQ(plots.front().id, "loss");
+}
+
+TEST(PlotData, ALossScalersScaleIsPlottedAndItsSkippedStepsAreNotGradNormPoints) {
+  std::vector<StepRecord> steps;
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto record = step_record(0, step, 4.0);
+    record.loss_scale = step <= 2 ? 65536.0 : 32768.0;
+    record.skipped = step == 2;
+    if (record.skipped) record.grad_norm = std::numeric_limits<double>::infinity();
+    steps.push_back(record);
+  }
+  const json doc =
+      plots_json(metric_plots({"run 1", SeriesRole::Subject, steps}, {}, std::nullopt), 2);
+  const json& grad = plot(doc, "grad_norm");
+  EXPECT_EQ(grad.at("x"), json({1, 3, 4}));
+  EXPECT_EQ(grad.at("series")[0].at("values"), json({1.25, 1.25, 1.25}));
+  EXPECT_EQ(grad.at("series")[0].at("nonfinite"), json::array());  // no red cross for it
+  EXPECT_EQ(plot(doc, "loss_scale").at("series")[0].at("values"),
+            json({65536.0, 65536.0, 32768.0, 32768.0}));
+  // A trainer without a scaler has no such plot.
+  const auto plain =
+      metric_plots({"run 1", SeriesRole::Subject, {step_record(0, 1, 4.0)}}, {}, std::nullopt);
+  for (const auto& p : plain) EXPECT_NE(p.id, "loss_scale");
 }
 
 TEST(PlotData, TheBandSpansTheReferenceRunsAtStepsTheyAllHave) {

@@ -197,6 +197,7 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   // Back to what a version-1 build wrote: no norm, no sketch, no run_malformed.
   Store::raw_exec_for_tests(
       path,
+      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
       "ALTER TABLE run_failures DROP COLUMN shown_by; "
       "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
       "DROP TABLE run_malformed; ALTER TABLE fingerprints DROP COLUMN sketch; "
@@ -231,13 +232,40 @@ TEST(Store, AVersion4FilesFailuresAreMigratedWithoutAShownByStep) {
     EXPECT_EQ(store.get_run(id)->failures.at(0).shown_by, 42);
   }
   Store::raw_exec_for_tests(
-      path, "ALTER TABLE run_failures DROP COLUMN shown_by; PRAGMA user_version = 4");
+      path,
+      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
+      "ALTER TABLE run_failures DROP COLUMN shown_by; PRAGMA user_version = 4");
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   const auto failure = store.get_run(id)->failures.at(0);
   EXPECT_EQ(failure.kind, "grad_explode");
   EXPECT_EQ(failure.step, 40);
   EXPECT_EQ(failure.shown_by, -1);  // not known then: the step itself
+}
+
+TEST(Store, AVersion5FilesStepsAreMigratedAsNotSkippedWithoutAScale) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t id = 0;
+  {
+    Store store = Store::open(path);
+    id = store.create_run(sample_run());
+    StepRecord step;
+    step.step = 3;
+    step.loss = 2.5;
+    store.add_steps(id, {step});
+  }
+  Store::raw_exec_for_tests(
+      path,
+      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
+      "PRAGMA user_version = 5");
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  const auto steps = store.steps(id);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].loss, 2.5);
+  EXPECT_FALSE(steps[0].skipped);
+  EXPECT_FALSE(steps[0].loss_scale.has_value());
 }
 
 TEST(Store, RefusesAFileThatIsNotADatabase) {

@@ -39,6 +39,8 @@ TEST(StoreMetrics, StepsRoundTripEveryField) {
   full.update_ratio = 1e-3;
   full.nonfinite = 0;
   full.collectives = 12;
+  full.skipped = true;
+  full.loss_scale = 32768.0;
   StepRecord bare = step_record(1, 8, 2.4);
   store.add_steps(run, {full, bare});
   auto steps = store.steps(run);
@@ -60,12 +62,16 @@ TEST(StoreMetrics, StepsRoundTripEveryField) {
   EXPECT_EQ(a.update_ratio, 1e-3);
   EXPECT_EQ(a.nonfinite, 0);
   EXPECT_EQ(a.collectives, 12);
+  EXPECT_TRUE(a.skipped);
+  EXPECT_EQ(a.loss_scale, 32768.0);
   const StepRecord& b = steps[1];  // optional fields not reported stay absent
   EXPECT_FALSE(b.mem_total_bytes.has_value());
   EXPECT_FALSE(b.param_norm.has_value());
   EXPECT_FALSE(b.update_ratio.has_value());
   EXPECT_FALSE(b.nonfinite.has_value());
   EXPECT_FALSE(b.collectives.has_value());
+  EXPECT_FALSE(b.skipped);
+  EXPECT_FALSE(b.loss_scale.has_value());
 }
 
 TEST(StoreMetrics, NonFiniteAndSpecialDoublesRoundTripBitExactly) {

@@ -100,10 +100,12 @@ TEST(StoreRuns, AVersion2FileIsMigratedAndKeepsItsRows) {
     store.finish_run(id, result);
   }
   // Back to what a version-2 build wrote: everything but run_malformed and the references.
-  Store::raw_exec_for_tests(path,
-                            "ALTER TABLE run_failures DROP COLUMN shown_by; "
-                            "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
-                            "DROP TABLE run_malformed; PRAGMA user_version = 2");
+  Store::raw_exec_for_tests(
+      path,
+      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
+      "ALTER TABLE run_failures DROP COLUMN shown_by; "
+      "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
+      "DROP TABLE run_malformed; PRAGMA user_version = 2");
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   auto old = *store.get_run(id);
