@@ -32,7 +32,32 @@ const char* to_string(SeriesRole role) {
 
 namespace {
 
-using Metric = std::function<std::optional<double>(const StepRecord&)>;
+std::optional<double> loss_of(const StepRecord& r) {
+  return r.loss;
+}
+std::optional<double> grad_norm_of(const StepRecord& r) {
+  // A step the loss scaler skipped has the overflow's norm: not a point of the curve.
+  return r.has_grad_norm && !r.skipped ? std::optional<double>(r.grad_norm) : std::nullopt;
+}
+std::optional<double> loss_scale_of(const StepRecord& r) {
+  return r.loss_scale;
+}
+std::optional<double> lr_of(const StepRecord& r) {
+  return r.has_lr ? std::optional<double>(r.lr) : std::nullopt;
+}
+std::optional<double> compute_ms_of(const StepRecord& r) {
+  return std::max(0.0, r.step_ms - r.data_ms - r.comm_ms);
+}
+std::optional<double> data_ms_of(const StepRecord& r) {
+  return r.data_ms;
+}
+std::optional<double> comm_ms_of(const StepRecord& r) {
+  return r.comm_ms;
+}
+std::optional<double> memory_mib_of(const StepRecord& r) {
+  return r.mem_bytes > 0 ? std::optional<double>(static_cast<double>(r.mem_bytes) / 1048576)
+                         : std::nullopt;
+}
 
 std::vector<int> ranks_of(const std::vector<StepRecord>& steps) {
   std::set<int> ranks;
@@ -178,39 +203,33 @@ Band loss_band(const std::string& label, const std::vector<std::vector<StepRecor
   return band;
 }
 
+const std::vector<Metric>& plotted_metrics() {
+  static const std::vector<Metric> metrics = {loss_of,    grad_norm_of,  loss_scale_of,
+                                              lr_of,      compute_ms_of, data_ms_of,
+                                              comm_ms_of, memory_mib_of};
+  return metrics;
+}
+
 std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>& others,
                                const std::optional<Band>& band) {
   std::vector<Plot> plots;
-  Plot loss = per_rank_plot("loss", "Loss", "", subject, others,
-                            [](const StepRecord& r) { return std::optional<double>(r.loss); });
+  Plot loss = per_rank_plot("loss", "Loss", "", subject, others, loss_of);
   if (band && !band->steps.empty()) {
     loss.series.push_back({band->label + " · high", SeriesRole::BandHigh, band->steps, band->high});
     loss.series.push_back({band->label + " · low", SeriesRole::BandLow, band->steps, band->low});
   }
   plots.push_back(std::move(loss));
-  plots.push_back(
-      per_rank_plot("grad_norm", "Gradient norm", "", subject, others, [](const StepRecord& r) {
-        // A step the loss scaler skipped has the overflow's norm: not a point of the curve.
-        return r.has_grad_norm && !r.skipped ? std::optional<double>(r.grad_norm) : std::nullopt;
-      }));
+  plots.push_back(per_rank_plot("grad_norm", "Gradient norm", "", subject, others, grad_norm_of));
   // fp16's dynamic loss scale: halved at each skipped (overflowing) step, so a collapse shows as
   // a staircase down. Only for trainers that report it (dropped below when none does).
-  plots.push_back(per_rank_plot("loss_scale", "Loss scale", "", subject, others,
-                                [](const StepRecord& r) { return r.loss_scale; }));
-  plots.push_back(per_rank_plot(
-      "lr", "Learning rate", "", subject, others,
-      [](const StepRecord& r) { return r.has_lr ? std::optional<double>(r.lr) : std::nullopt; }));
+  plots.push_back(per_rank_plot("loss_scale", "Loss scale", "", subject, others, loss_scale_of));
+  plots.push_back(per_rank_plot("lr", "Learning rate", "", subject, others, lr_of));
   // Step time split into its parts, per rank: a straggler's compute, a starved rank's data wait
   // and the peers' comm wait are told apart at a glance.
   Plot time{"step_time", "Step time: compute / data / comm", "ms", {}};
   const auto ranks = ranks_of(subject.steps);
   const std::vector<std::pair<std::string, Metric>> parts = {
-      {"compute",
-       [](const StepRecord& r) {
-         return std::optional<double>(std::max(0.0, r.step_ms - r.data_ms - r.comm_ms));
-       }},
-      {"data", [](const StepRecord& r) { return std::optional<double>(r.data_ms); }},
-      {"comm", [](const StepRecord& r) { return std::optional<double>(r.comm_ms); }}};
+      {"compute", compute_ms_of}, {"data", data_ms_of}, {"comm", comm_ms_of}};
   for (const auto& [part, metric] : parts)
     for (int rank : ranks)
       time.series.push_back(series_of(subject.steps, rank, metric,
@@ -219,13 +238,8 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
   plots.push_back(std::move(time));
   Plot memory{"memory", "Memory per rank", "MiB", {}};
   for (int rank : ranks)
-    memory.series.push_back(series_of(
-        subject.steps, rank,
-        [](const StepRecord& r) {
-          return r.mem_bytes > 0 ? std::optional<double>(static_cast<double>(r.mem_bytes) / 1048576)
-                                 : std::nullopt;
-        },
-        "rank " + std::to_string(rank), SeriesRole::Subject));
+    memory.series.push_back(series_of(subject.steps, rank, memory_mib_of,
+                                      "rank " + std::to_string(rank), SeriesRole::Subject));
   plots.push_back(std::move(memory));
   plots.erase(
       std::remove_if(plots.begin(), plots.end(), [](const Plot& p) { return !has_values(p); }),
@@ -255,16 +269,6 @@ json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step)
                             {"series", lines}});
   }
   return out;
-}
-
-std::vector<double> rank_loss(const std::vector<StepRecord>& steps, int rank) {
-  std::vector<double> loss;
-  if (steps.empty()) return loss;
-  const auto ranks = ranks_of(steps);
-  if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) rank = ranks.front();
-  for (const auto& record : steps)
-    if (record.rank == rank) loss.push_back(record.loss);
-  return loss;
 }
 
 }  // namespace faultline::report

@@ -2,6 +2,7 @@
 // script hands to uPlot (one shared step axis per plot, null where a line has no value).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -29,8 +30,15 @@ struct Band {
 // min/max loss per step over the runs' rank-0 records (steps every run has).
 Band loss_band(const std::string& label, const std::vector<std::vector<StepRecord>>& runs);
 
-// Loss, grad norm and LR (the subject per rank, the others' lowest rank), step time as compute /
-// data / comm and memory per rank (the subject only). Plots without any value are left out.
+// What a line draws from a record; nullopt: no point at its step.
+using Metric = std::function<std::optional<double>(const StepRecord&)>;
+
+// Every metric metric_plots draws, for thinning a long run's records (report/step_thinner.hpp).
+const std::vector<Metric>& plotted_metrics();
+
+// Loss, grad norm, the loss scale and LR (the subject per rank, the others' lowest rank), step time
+// as compute / data / comm and memory per rank (the subject only). Plots without any value are left
+// out.
 std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>& others,
                                const std::optional<Band>& band);
 
@@ -40,10 +48,5 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
 // line's lowest and highest value in each, at the bucket's first and last step.
 constexpr size_t kMaxPlotBuckets = 1000;
 nlohmann::json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step);
-
-// The loss by step of `rank` (the rank a failure is on) when the records hold it, else of the
-// lowest rank: a peer stopped before its bad step (killed once the failing rank had exited)
-// would show a curve without it.
-std::vector<double> rank_loss(const std::vector<StepRecord>& steps, int rank = -1);
 
 }  // namespace faultline::report

@@ -14,12 +14,22 @@
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
 #include "report/plot_data.hpp"
+#include "report/step_thinner.hpp"
 
 namespace faultline::report {
 
 using nlohmann::json;
 
 namespace {
+
+// A run's records as its plots need them, read as a stream and thinned when long (StepThinner):
+// the report of a big job does not hold every record.
+StepThinner plotted_records(const store::Store& store, int64_t run_id) {
+  const auto span = store.step_span(run_id);
+  StepThinner thinner(span ? span->first : 1, span ? span->second : 0, kMaxPlotBuckets);
+  store.each_step(run_id, [&](const StepRecord& record) { thinner.add(record); });
+  return thinner;
+}
 
 // The event a trainer writes when it resumes from a checkpoint (docs/metrics-protocol.md).
 constexpr const char* kResumeEvent = "resume";
@@ -299,21 +309,22 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
 
   // The curves: the failing run, the replay the finding stands on, and a healthy reference.
   const auto subject = load_run(store, failing_run);
+  auto failing_records = plotted_records(store, failing_run);
   Curves failing{fmt::format("failing run {}", failing_run), SeriesRole::Subject,
-                 store.steps(failing_run, -1)};
+                 failing_records.take()};
   std::vector<Curves> others;
   if (evidence_run != failing_run && evidence_run > 0) {
     const auto replay = load_run(store, evidence_run);
     const bool healthy = replay.failures.empty();
     others.push_back({fmt::format("{}-rank replay (run {})", replay.ranks, evidence_run),
                       healthy ? SeriesRole::Reference : SeriesRole::Replay,
-                      store.steps(evidence_run, -1)});
+                      plotted_records(store, evidence_run).take()});
   }
   const std::string pass = harness::to_string(harness::Verdict::Pass);
   for (const auto& trial : report.timeline)
     if (starts_with(trial.phase, harness::kBaselinePhase) && trial.verdict == pass) {
       others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
-                        store.steps(trial.run_id, -1)});
+                        plotted_records(store, trial.run_id).take()});
       break;
     }
   const auto band = reference_band(store, subject, options, report.notes);
@@ -323,9 +334,8 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
     report.notes.push_back(
         "no healthy reference to compare with: give isolate a baseline (--baseline-set) or store "
         "one with `faultline reference add`");
-  report.loss =
-      rank_loss(failing.steps,
-                fields.value("rank", json()).is_number_integer() ? fields["rank"].get<int>() : -1);
+  report.loss = failing_records.rank_loss(
+      fields.value("rank", json()).is_number_integer() ? fields["rank"].get<int>() : -1);
   report.plots = metric_plots(failing, others, band);
   return report;
 }
@@ -384,9 +394,10 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   if (report.failed) report.repro_command = fmt::format("faultline isolate --run {}", run_id);
   report.trainer_command =
       shell_command(json::parse(run.argv_json).get<std::vector<std::string>>());
-  Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, store.steps(run_id, -1)};
+  auto records = plotted_records(store, run_id);
+  Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, records.take()};
   const auto band = reference_band(store, run, options, report.notes);
-  report.loss = rank_loss(curves.steps, report.failed ? run.failures.front().rank : -1);
+  report.loss = records.rank_loss(report.failed ? run.failures.front().rank : -1);
   report.plots = metric_plots(curves, {}, band);
   return report;
 }

@@ -115,6 +115,26 @@ std::vector<StepRecord> Store::steps(int64_t run_id, int rank) const {
   return steps;
 }
 
+void Store::each_step(int64_t run_id, const std::function<void(const StepRecord&)>& visit) const {
+  const auto range = metrics_id_range(db_, path_, run_id);
+  if (!range) return;
+  Statement query(db_, path_,
+                  std::string(kStepColumns) +
+                      " FROM metrics NOT INDEXED WHERE id BETWEEN ?2 AND ?3 AND run_id = ?1 "
+                      "ORDER BY id");
+  query.bind(1, run_id);
+  query.bind(2, range->first);
+  query.bind(3, range->second);
+  while (query.step()) visit(read_step(query));
+}
+
+std::optional<std::pair<int64_t, int64_t>> Store::step_span(int64_t run_id) const {
+  Statement query(db_, path_, "SELECT min(step), max(step) FROM metrics WHERE run_id = ?");
+  query.bind(1, run_id);
+  if (!query.step() || query.is_null(0)) return std::nullopt;
+  return std::make_pair(query.int64(0), query.int64(1));
+}
+
 std::vector<StepRecord> Store::steps_between(int64_t run_id, int64_t first, int64_t last,
                                              int rank) const {
   // Rank by rank, each an index range; with every rank, the ranks themselves are found by one

@@ -174,6 +174,12 @@ class Store {
   // job's run without loading the rest of it.
   std::vector<StepRecord> steps_between(int64_t run_id, int64_t first, int64_t last,
                                         int rank = -1) const;
+  // Every step record of the run, one at a time in insertion order (ranks interleaved as they
+  // were stored, each rank's own in the order it wrote them): a big job's run read without
+  // holding it.
+  void each_step(int64_t run_id, const std::function<void(const StepRecord&)>& visit) const;
+  // The lowest and highest step of the run's records; nullopt: none.
+  std::optional<std::pair<int64_t, int64_t>> step_span(int64_t run_id) const;
   std::vector<AnomalyRecord> anomalies(int64_t run_id) const;  // insertion order
   std::vector<EventRecord> events(int64_t run_id) const;       // insertion order
   // Only the events of these names (a big job's run holds a collective heartbeat per step and

@@ -1,19 +1,20 @@
 #!/usr/bin/python3
-"""What `faultline import` costs on a big job: wall time, records/s and peak memory (docs/isolate.md).
+"""What `faultline import` costs on a big job: wall time, records/s and peak memory
+(docs/isolate.md), and with --report what `faultline report` of the imported run costs
+(docs/report.md).
 
 Writes a job's metrics files as the Python helper writes them (a start event, then per step a
 collective heartbeat and a step record, then an end event), `--ranks` files of `--steps` steps,
 and imports them into a fresh store, timed. Peak memory is the import process's maximum resident
-set size (getrusage of the child). The files are synthetic so that any size can be made in
+set size (wait4 of each child). The files are synthetic so that any size can be made in
 seconds; their lines have the helper's fields and lengths.
 
     /usr/bin/python3 tests/bench/import_scale.py --faultline build/src/cli/faultline \\
-        [--ranks 8] [--steps 100000] [--dir /tmp/import-scale]
+        [--ranks 8] [--steps 100000] [--dir /tmp/import-scale] [--report]
 """
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import time
@@ -42,12 +43,24 @@ def write_job(folder, ranks, steps):
             f.write(json.dumps(end, separators=(",", ":")) + "\n")
 
 
+def run_measured(argv):
+    """Runs argv; returns its output (stdout and stderr), exit code, wall seconds and its own peak
+    RSS in MiB."""
+    begin = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - begin
+    return output, os.waitstatus_to_exitcode(status), wall, usage.ru_maxrss / 1024
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--faultline", required=True, help="the faultline binary")
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--steps", type=int, default=100000)
     p.add_argument("--dir", default="/tmp/import-scale", help="scratch folder (emptied)")
+    p.add_argument("--report", action="store_true", help="then time `report RUN --html`")
     args = p.parse_args()
 
     shutil.rmtree(args.dir, ignore_errors=True)
@@ -56,19 +69,23 @@ def main():
     write_job(job, args.ranks, args.steps)
     size = sum(os.path.getsize(os.path.join(job, n)) for n in os.listdir(job))
     db = os.path.join(args.dir, "faultline.db")
-    begin = time.monotonic()
-    done = subprocess.run([args.faultline, "--db", db, "-q", "import", job], capture_output=True,
-                          text=True)
-    wall = time.monotonic() - begin
-    if done.returncode != 0:
-        raise SystemExit(f"import failed ({done.returncode}): {done.stdout}{done.stderr}")
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    output, code, wall, peak_mib = run_measured([args.faultline, "--db", db, "-q", "import", job])
+    if code != 0:
+        raise SystemExit(f"import failed ({code}): {output}")
     records = args.ranks * (2 * args.steps + 2)
     print(f"{args.ranks} ranks x {args.steps} steps: {records} records, {size / 2**20:.0f} MiB "
           f"of metrics")
     print(f"import: {wall:.1f} s, {records / wall / 1000:.0f}k records/s, peak RSS "
           f"{peak_mib:.0f} MiB, store {os.path.getsize(db) / 2**20:.0f} MiB")
-    print(done.stdout.strip().splitlines()[0])
+    print(output.strip().splitlines()[0])
+    if args.report:
+        page = os.path.join(args.dir, "run.html")
+        output, code, wall, peak_mib = run_measured(
+            [args.faultline, "--db", db, "-q", "report", "1", "--html", page])
+        if code != 0:
+            raise SystemExit(f"report failed ({code}): {output}")
+        print(f"report: {wall:.1f} s, peak RSS {peak_mib:.0f} MiB, page "
+              f"{os.path.getsize(page) / 2**20:.1f} MiB")
     shutil.rmtree(args.dir, ignore_errors=True)
 
 

@@ -143,13 +143,5 @@ TEST(PlotData, TheBandSpansTheReferenceRunsAtStepsTheyAllHave) {
   EXPECT_EQ(loss.at("series")[2].at("role"), "band_low");
 }
 
-TEST(PlotData, TheFailingRanksLossIsTheSparklineInputElseTheLowestRanks) {
-  const std::vector<StepRecord> steps = {step_record(1, 1, 9), step_record(2, 1, 8),
-                                         step_record(1, 2, 7), step_record(2, 2, 6)};
-  EXPECT_EQ(rank_loss(steps), (std::vector<double>{9, 7}));
-  EXPECT_EQ(rank_loss(steps, 2), (std::vector<double>{8, 6}));
-  EXPECT_EQ(rank_loss(steps, 5), (std::vector<double>{9, 7}));  // no records of it
-}
-
 }  // namespace
 }  // namespace faultline::report
