@@ -101,12 +101,20 @@ Plot per_rank_plot(std::string id, std::string title, std::string unit, const Cu
 // (more than 2 × `count` steps) is cut into `count` buckets of steps, each drawn at its first and
 // last step: each line's lowest and highest value in the bucket, in the order they came, so a
 // one-step spike stays visible and a bucket holds 2 points, not thousands. (The plots of an
-// imported 8-rank, 100k-step run were 66 MB of HTML.)
+// imported 8-rank, 100k-step run were 66 MB of HTML.) Steps in `focus` (around the bad step)
+// are buckets of one step each: zooming in there shows every step.
 class StepBuckets {
  public:
-  StepBuckets(const std::vector<int64_t>& axis, size_t count) : axis_(axis) {
+  StepBuckets(const std::vector<int64_t>& axis, size_t count,
+              std::optional<std::pair<int64_t, int64_t>> focus)
+      : axis_(axis) {
     if (axis.size() <= 2 * count) return;
     for (size_t b = 0; b <= count; ++b) begin_.push_back(b * axis.size() / count);
+    if (focus) {
+      for (size_t i = index_of(focus->first); i < axis.size() && axis[i] <= focus->second; ++i)
+        begin_.insert(std::lower_bound(begin_.begin(), begin_.end(), i), i);
+      begin_.erase(std::unique(begin_.begin(), begin_.end()), begin_.end());
+    }
   }
 
   json x() const {
@@ -114,7 +122,7 @@ class StepBuckets {
     json x = json::array();
     for (size_t b = 0; b + 1 < begin_.size(); ++b) {
       x.push_back(axis_[begin_[b]]);
-      x.push_back(axis_[begin_[b + 1] - 1]);
+      if (begin_[b + 1] - begin_[b] > 1) x.push_back(axis_[begin_[b + 1] - 1]);
     }
     return x;
   }
@@ -151,12 +159,17 @@ class StepBuckets {
       if (!bucket.low || value < series.values[*bucket.low]) bucket.low = i;
       if (!bucket.high || value > series.values[*bucket.high]) bucket.high = i;
     }
-    json values(2 * in.size(), nullptr);
+    json values = json::array();
     for (size_t b = 0; b < in.size(); ++b) {
-      if (!in[b].low) continue;
+      const bool one_step = begin_[b + 1] - begin_[b] == 1;
+      if (!in[b].low) {
+        values.push_back(nullptr);
+        if (!one_step) values.push_back(nullptr);
+        continue;
+      }
       const auto [first, second] = std::minmax(*in[b].low, *in[b].high);
-      values[2 * b] = series.values[first];
-      values[2 * b + 1] = series.values[second];
+      values.push_back(series.values[first]);
+      if (!one_step) values.push_back(series.values[second]);
     }
     return {values, nonfinite};
   }
@@ -253,7 +266,9 @@ json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step)
     std::set<int64_t> steps;
     for (const auto& series : plot.series) steps.insert(series.steps.begin(), series.steps.end());
     const std::vector<int64_t> axis(steps.begin(), steps.end());
-    const StepBuckets buckets(axis, kMaxPlotBuckets);
+    std::optional<std::pair<int64_t, int64_t>> focus;
+    if (bad_step) focus = std::make_pair(*bad_step - kFocusSteps, *bad_step + kFocusSteps);
+    const StepBuckets buckets(axis, kMaxPlotBuckets, focus);
     json lines = json::array();
     for (const auto& series : plot.series) {
       const auto [values, nonfinite] = buckets.line(series);

@@ -45,8 +45,10 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
 // {"bad_step": n|null, "plots": [{"id", "title", "unit", "x": [steps],
 //   "series": [{"label", "role", "values": [v|null], "nonfinite": [step...]}]}]}
 // A plot of more than 2 × kMaxPlotBuckets steps is drawn from that many buckets of steps: each
-// line's lowest and highest value in each, at the bucket's first and last step.
+// line's lowest and highest value in each, at the bucket's first and last step; but every step
+// within kFocusSteps of the bad step, so zooming in on the failure shows each step.
 constexpr size_t kMaxPlotBuckets = 1000;
+constexpr int64_t kFocusSteps = 250;
 nlohmann::json plots_json(const std::vector<Plot>& plots, std::optional<int64_t> bad_step);
 
 }  // namespace faultline::report

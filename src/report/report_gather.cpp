@@ -22,11 +22,12 @@ using nlohmann::json;
 
 namespace {
 
-// A run's records as its plots need them, read as a stream and thinned when long (StepThinner):
-// the report of a big job does not hold every record.
-StepThinner plotted_records(const store::Store& store, int64_t run_id) {
+// A run's records as its plots need them, read as a stream and thinned when long (StepThinner),
+// but whole around the bad step: the report of a big job does not hold every record.
+StepThinner plotted_records(const store::Store& store, int64_t run_id,
+                            std::optional<int64_t> bad_step) {
   const auto span = store.step_span(run_id);
-  StepThinner thinner(span ? span->first : 1, span ? span->second : 0, kMaxPlotBuckets);
+  StepThinner thinner(span ? span->first : 1, span ? span->second : 0, kMaxPlotBuckets, bad_step);
   store.each_step(run_id, [&](const StepRecord& record) { thinner.add(record); });
   return thinner;
 }
@@ -309,7 +310,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
 
   // The curves: the failing run, the replay the finding stands on, and a healthy reference.
   const auto subject = load_run(store, failing_run);
-  auto failing_records = plotted_records(store, failing_run);
+  auto failing_records = plotted_records(store, failing_run, report.bad_step);
   Curves failing{fmt::format("failing run {}", failing_run), SeriesRole::Subject,
                  failing_records.take()};
   std::vector<Curves> others;
@@ -318,13 +319,13 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
     const bool healthy = replay.failures.empty();
     others.push_back({fmt::format("{}-rank replay (run {})", replay.ranks, evidence_run),
                       healthy ? SeriesRole::Reference : SeriesRole::Replay,
-                      plotted_records(store, evidence_run).take()});
+                      plotted_records(store, evidence_run, report.bad_step).take()});
   }
   const std::string pass = harness::to_string(harness::Verdict::Pass);
   for (const auto& trial : report.timeline)
     if (starts_with(trial.phase, harness::kBaselinePhase) && trial.verdict == pass) {
       others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
-                        plotted_records(store, trial.run_id).take()});
+                        plotted_records(store, trial.run_id, report.bad_step).take()});
       break;
     }
   const auto band = reference_band(store, subject, options, report.notes);
@@ -394,7 +395,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   if (report.failed) report.repro_command = fmt::format("faultline isolate --run {}", run_id);
   report.trainer_command =
       shell_command(json::parse(run.argv_json).get<std::vector<std::string>>());
-  auto records = plotted_records(store, run_id);
+  auto records = plotted_records(store, run_id, report.bad_step);
   Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, records.take()};
   const auto band = reference_band(store, run, options, report.notes);
   report.loss = records.rank_loss(report.failed ? run.failures.front().rank : -1);

@@ -10,8 +10,9 @@
 
 namespace faultline::report {
 
-StepThinner::StepThinner(int64_t first_step, int64_t last_step, size_t buckets)
-    : first_step_(first_step) {
+StepThinner::StepThinner(int64_t first_step, int64_t last_step, size_t buckets,
+                         std::optional<int64_t> focus)
+    : first_step_(first_step), focus_(focus) {
   const int64_t span = last_step - first_step + 1;
   const auto count = static_cast<int64_t>(buckets);
   keep_all_ = count <= 0 || span <= 2 * count;
@@ -21,7 +22,7 @@ StepThinner::StepThinner(int64_t first_step, int64_t last_step, size_t buckets)
 void StepThinner::add(const StepRecord& record) {
   losses_[record.rank].push_back(record.loss);
   const int64_t seq = seq_++;
-  if (keep_all_) {
+  if (keep_all_ || (focus_ && std::abs(record.step - *focus_) <= kFocusSteps)) {
     kept_.push_back({seq, 0, record});
     return;
   }

@@ -19,8 +19,10 @@ namespace faultline::report {
 class StepThinner {
  public:
   // Steps first..last cut into `buckets` buckets of equal width. A span of at most 2 × buckets
-  // steps keeps every record.
-  StepThinner(int64_t first_step, int64_t last_step, size_t buckets);
+  // steps keeps every record, and so does any run the records within kFocusSteps of `focus`
+  // (the bad step, which the plots draw step by step).
+  StepThinner(int64_t first_step, int64_t last_step, size_t buckets,
+              std::optional<int64_t> focus = std::nullopt);
 
   // Records of a rank in its step order; ranks may interleave.
   void add(const StepRecord& record);
@@ -46,6 +48,7 @@ class StepThinner {
   void close(Bucket& bucket);
 
   int64_t first_step_ = 0, width_ = 1;
+  std::optional<int64_t> focus_;
   bool keep_all_ = true;
   int64_t seq_ = 0;
   std::map<int, Bucket> open_;  // per rank

@@ -82,6 +82,37 @@ TEST(PlotData, ALongRunIsDrawnFromBucketsThatKeepEachLinesLowAndHighInOrder) {
   EXPECT_LT(doc.dump().size(), 400000u) << "was 20,000 points a line";
 }
 
+TEST(PlotData, ALongRunsStepsAroundTheBadStepAreDrawnEachOnItsOwn) {
+  std::vector<StepRecord> steps;
+  for (int64_t step = 1; step <= 10000; ++step)
+    steps.push_back(step_record(0, step, step == 6000 ? 9.0 : 2.0 + step % 7));
+  const json doc =
+      plots_json(metric_plots({"run 1", SeriesRole::Subject, steps}, {}, {}), int64_t{6000});
+  const json& loss = plot(doc, "loss");
+  const json& x = loss.at("x");
+  const json& values = loss.at("series")[0].at("values");
+  ASSERT_EQ(values.size(), x.size());
+  for (size_t i = 1; i < x.size(); ++i) ASSERT_LT(x[i - 1], x[i]) << "at " << i;
+  // Buckets of 10 steps up to 5749, then every step of 5750..6250, then buckets again.
+  const auto at = [&](int64_t step) {
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] == step) return i;
+    return x.size();
+  };
+  ASSERT_LT(at(5750), x.size());
+  EXPECT_EQ(at(5749), at(5750) - 1);  // the last bucket before it: 5741..5749
+  EXPECT_EQ(at(5741), at(5750) - 2);
+  for (int64_t step = 5750; step <= 6250; ++step) {
+    const size_t i = at(step);
+    ASSERT_EQ(i, at(5750) + static_cast<size_t>(step - 5750)) << step;
+    EXPECT_EQ(values[i], step == 6000 ? 9.0 : 2.0 + step % 7) << step;
+  }
+  EXPECT_EQ(x[at(6250) + 1], 6251);
+  EXPECT_EQ(x[at(6250) + 2], 6260);  // a bucket of 10 again
+  // Buckets 5751..5760 to 6241..6250 became 500 single steps; 5741..5750 lost its last (5750).
+  EXPECT_EQ(x.size(), 2 * kMaxPlotBuckets - 2 * 50 + 500 + 1);
+}
+
 TEST(PlotData, StepTimeIsSplitIntoComputeDataAndCommPerRank) {
   Curves run{"run 1", SeriesRole::Subject, {step_record(0, 1, 4.0), step_record(1, 1, 4.0)}};
   const json time =

@@ -85,6 +85,17 @@ TEST(StepThinner, ALongRunKeepsEachBucketsExtremesAndItsFirstNonFiniteRecord) {
   EXPECT_EQ(line(kept, "grad_norm")[0].at("nonfinite"), json({612}));
 }
 
+TEST(StepThinner, EveryRecordAroundTheBadStepIsKept) {
+  StepThinner thinner(1, 10000, 100, int64_t{5000});
+  for (int64_t step = 1; step <= 10000; ++step) thinner.add(step_record(0, step, 4.0));
+  const auto steps = steps_of(thinner.take(), 0);
+  const std::set<int64_t> kept(steps.begin(), steps.end());
+  for (int64_t step = 5000 - kFocusSteps; step <= 5000 + kFocusSteps; ++step)
+    EXPECT_TRUE(kept.count(step)) << step;
+  EXPECT_FALSE(kept.count(5000 - kFocusSteps - 2)) << "thinned outside";
+  EXPECT_LT(kept.size(), 2u * kFocusSteps + 1 + 2 * 100 + 2);
+}
+
 TEST(StepThinner, TheFailingRanksLossIsTheSparklineInputElseTheLowestRanks) {
   StepThinner thinner(1, 2, 1000);
   for (const auto& r :
