@@ -84,7 +84,8 @@ class CausalSelfAttention(nn.Module):
         self.n_head = n_head
         self.qkv = nn.Linear(n_embd, 3 * n_embd)
         self.proj = nn.Linear(n_embd, n_embd)
-        mask = torch.ones(block_size, block_size, dtype=torch.bool).tril()
+        # Float, as nanoGPT's: DistributedDataParallel broadcasts buffers, and Gloo has no bool.
+        mask = torch.ones(block_size, block_size).tril()
         self.register_buffer("causal", mask, persistent=False)
 
     def forward(self, x):
@@ -92,7 +93,7 @@ class CausalSelfAttention(nn.Module):
         # (B, T, 3C) -> three (B, heads, T, head_size) tensors
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
-        scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+        scores = scores.masked_fill(self.causal[:T, :T] == 0, float("-inf"))
         y = scores.softmax(dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -302,6 +303,8 @@ def parse_args(argv=None):
     add("--grad-clip", type=float, default=1.0, help="max gradient norm; 0 disables clipping")
     add("--seed", type=int, default=1234, help="initialization and batch order")
     add("--threads", type=int, default=1, help="torch intra-op threads")
+    add("--ddp", type=int, choices=(0, 1), default=0, help="1: wrap the model in "
+        "DistributedDataParallel with several ranks (its allreduce, not the helper's)")
     add("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
         help="bf16: autocast; fp16: autocast (CUDA; torch's CPU autocast has no fp16, so there "
         "fp32 math) with a dynamic loss scaler")
@@ -360,6 +363,8 @@ def main(argv=None):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   lambda i: lr_at(i + 1, args) / args.lr)
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
+    if args.ddp and run.world_size > 1:  # the helper sees through it (faultline_probe README)
+        model = torch.nn.parallel.DistributedDataParallel(model)
     scaler = make_scaler(args, run.device)
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     if autocast_dtype == torch.float16 and run.device.type != "cuda":

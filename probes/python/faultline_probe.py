@@ -516,6 +516,12 @@ def _is_oom(error):
                                                 or "can't allocate memory" in text)
 
 
+def _unwrapped(model):
+    """The module inside a DistributedDataParallel, else the model itself."""
+    parallel = getattr(getattr(torch.nn, "parallel", None), "DistributedDataParallel", None)
+    return model.module if parallel is not None and isinstance(model, parallel) else model
+
+
 def _global_norm(tensors):
     """The L2 norm of all the tensors together, as a float (one host sync)."""
     if not tensors:
@@ -600,6 +606,8 @@ class Run:
                                     world_size=s.world_size,
                                     timeout=datetime.timedelta(seconds=timeout_s))
         self.model = self.optimizer = self.scheduler = self.scaler = None
+        self.module = None        # the model inside DistributedDataParallel, else the model
+        self.ddp = False
         self.skipped_steps = 0    # steps the loss scaler skipped (gradients overflowed)
         self.first_step = None
         self.last_step = None
@@ -638,9 +646,14 @@ class Run:
         not halted on. Extra fields (e.g. samples=len(dataset)) go into the start event. Returns
         the first step."""
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        # DistributedDataParallel averages the gradients in the backward pass: the steps then
+        # skip the helper's own allreduce of them, and checkpoints and probes use the module
+        # inside, so a one-rank replay (no DDP) loads them and names the same modules.
+        self.module = _unwrapped(model)
+        self.ddp = self.module is not model
         enabled = getattr(scaler, "is_enabled", lambda: scaler is not None)
         self.scaler = scaler if enabled() else None  # a disabled GradScaler scales nothing
-        self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self._named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         self.first_step = 1
         meta = None
         if self.settings.resume:
@@ -656,6 +669,7 @@ class Run:
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(self.device), "cpu": _cpu_model(), "mem_total_bytes": _physical_memory(),
             "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
+            "ddp": self.ddp,
             "loss_scaler": type(self.scaler).__name__ if self.scaler is not None else "",
             "command": sys.argv, "pid": os.getpid(),
         }
@@ -746,7 +760,7 @@ class Run:
                  "config": self.config, "config_hash": config_hash(self.config),
                  "world_size": self.world_size, "seed": self.seed,
                  "torch_version": torch.__version__,
-                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                  "rng": states}
@@ -761,7 +775,7 @@ class Run:
             state = torch.load(path, map_location="cpu")
             if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
                 raise ValueError("not a faultline_probe checkpoint")
-            self.model.load_state_dict(state["model"])
+            self.module.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             if self.scheduler is not None and state.get("scheduler") is not None:
                 self.scheduler.load_state_dict(state["scheduler"])
@@ -790,7 +804,7 @@ class Run:
         if self._probes_attached:
             return
         self._probes_attached = True
-        for name, module in self.model.named_modules():
+        for name, module in self.module.named_modules():
             if name:
                 module.register_forward_hook(self._forward_hook(name))
         for name, parameter in self._named:
@@ -923,11 +937,26 @@ class Step:
         return self._each([self.samples[m * rows:(m + 1) * rows] for m in range(count)])
 
     def _each(self, micros):
-        for micro in micros:
+        run = self._run
+        for k, micro in enumerate(micros):
             self._current = micro
             self._phase = "forward"
-            yield micro
+            if not run.ddp:
+                yield micro
+            elif k == len(micros) - 1 and not self._local_grads():
+                # DDP's allreduce runs in this micro-batch's backward pass: its heartbeat first.
+                run._collective("allreduce", self.number)
+                yield micro
+            else:  # accumulate locally (and, in replica mode, keep the local gradient)
+                with run.model.no_sync():
+                    yield micro
         self._current = None
+
+    def _local_grads(self):
+        """Replica mode at the replay step: each rank's own gradient, fingerprinted before the
+        allreduce."""
+        s = self._run.settings
+        return s.replay_ranks == "all" and s.replays(self.number)
 
     @contextlib.contextmanager
     def data(self):
@@ -965,8 +994,11 @@ class Step:
         params = [p for _, p in run._named]
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         loss = self._loss_sum if self._loss_sum is not None else torch.zeros((), device=run.device)
-        replica = s.replay_ranks == "all" and s.replays(self.number)
+        replica = self._local_grads()
         due = self._fingerprint_due() or replica
+        if run.ddp and not replica:
+            self._all_reduce_loss(loss, grads, due)
+            return
         if run.world_size == 1:
             run.collectives += 1  # as faultline-train counts its one (empty) allreduce per step
             if due:
@@ -997,6 +1029,27 @@ class Step:
         self._loss_sum = flat[-1]
         if due and not replica:
             self._write_fingerprint("grads", flat[:-1])
+
+    def _all_reduce_loss(self, loss, grads, due):
+        """Under DDP the gradients came averaged out of the backward pass; the step's loss is
+        averaged here, in a collective of its own."""
+        import torch.distributed as dist
+        run = self._run
+        if due:
+            self._write_fingerprint("grads", grads)
+        cuda = run.device.type == "cuda"
+        # In the gradients' dtype, as the helper's own allreduce averages the loss with them.
+        dtype = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+        total = loss.detach().reshape(1).to(dtype)
+        t0, cpu0 = time.perf_counter(), time.thread_time()
+        run._collective("allreduce", self.number)
+        dist.all_reduce(total)
+        total.div_(run.world_size)
+        if cuda:
+            torch.cuda.synchronize(run.device)
+        self._comm_ms += (time.perf_counter() - t0) * 1000
+        self._comm_cpu += (time.thread_time() - cpu0) * 1000
+        self._loss_sum = total[0]
 
     def clip_grad_norm(self, max_norm=None, _late=False):
         """Clips the gradients to `max_norm` (None or 0: measure only) and returns their norm

@@ -139,13 +139,16 @@ Cli isolate_imported(const std::string& dir, const Cli& imported,
 // `isolate --run` of a stored run whose NaN at step 150 follows its checkpoint of step 100: the
 // search starts from that checkpoint (one interval, then at most a one-step replay per half
 // batch), and `repro` of the finding is bitwise identical. Returns the finding's document.
-nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const std::string& run) {
+// `extra_steps`: the determinism check of a replay that cannot match the stored run's bits (a
+// 2-rank run replayed on one rank runs 10 of its steps again).
+nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const std::string& run,
+                                                   int64_t extra_steps = 0) {
   auto cli = faultline_cli({"isolate", "--run", run, "--json"}, dir, 300);
   EXPECT_EQ(cli.result.exit_code, 0) << cli.result.output;
   if (cli.result.exit_code != 0) return cli.doc;
   EXPECT_EQ(cli.doc.at("step"), 150);
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
-  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4) << cli.doc.dump();
+  EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50 + 4 + extra_steps) << cli.doc.dump();
   std::string finding = "F";
   finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
   auto repro = faultline_cli({"repro", finding}, dir, 300);
@@ -410,6 +413,30 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("where"), "lr");
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
+}
+
+// A torchrun-style job with the model in DistributedDataParallel (2 ranks, Gloo), NaN in
+// blocks.0.attn at step 150: imported with its recipe, it is replayed on one rank (no DDP there)
+// from the checkpoint of step 100, the module is named, and repro repeats it bit for bit.
+TEST(ExternalTrainer, ADdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
+  const std::string dir = make_temp_dir("ext-ddp");
+  const std::string job = dir + "/job";
+  const std::string port = std::to_string(free_port());
+  const std::vector<std::string> args = {"--steps",    "200", "--ddp",       "1",
+                                         "--nan-step", "150", "--nan-layer", "blocks.0.attn"};
+  const auto ran =
+      run_processes({job_rank(job, 0, 2, port, args), job_rank(job, 1, 2, port, args)});
+  ASSERT_EQ(ran[0].exit_code, 3) << ran[0].output;  // both halted on the NaN
+  ASSERT_EQ(ran[1].exit_code, 3) << ran[1].output;
+  auto imported = import_helper_job(
+      dir, job,
+      {"train.steps=200", "train.ddp=1", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn"});
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  EXPECT_EQ(kinds_of(imported.doc.at("failures")), std::vector<std::string>{"nonfinite"});
+  const auto finding = expect_isolated_from_checkpoint_100(
+      dir, std::to_string(imported.doc.at("run_id").get<int64_t>()), 10);
+  EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
+  EXPECT_EQ(finding.at("min_scale").at("ranks"), 1) << finding.dump();
 }
 
 // fp16 with a dynamic loss scaler: three overflowing steps are the scaler's to skip (a run that

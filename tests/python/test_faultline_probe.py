@@ -517,6 +517,44 @@ class Ranks(unittest.TestCase, ProtocolChecks):
         self.assertEqual(by_step(two.records(0), "step")[5]["tokens"], 4 * 32)
         self.assertEqual(by_step(one.records(), "step")[5]["tokens"], 8 * 32)
 
+    def test_a_ddp_model_trains_the_same_bits_as_the_helpers_own_allreduce(self):
+        # Two ranks, two micro-batches each: DDP syncs only the last one (no_sync before it),
+        # pre-divides by the world size and sums; the helper sums and divides. For two ranks
+        # both are exact, so every record and fingerprint is the same.
+        args = ["--steps", "6", "--grad-accum", "2"] + QUIET
+        own = Trial(os.path.join(self.tmp, "own"), args, ranks=2, FAULTLINE_FINGERPRINT_EVERY=1,
+                    FAULTLINE_CHECKPOINT_EVERY=3)
+        ddp = Trial(os.path.join(self.tmp, "ddp"), args + ["--ddp", "1"], ranks=2,
+                    FAULTLINE_FINGERPRINT_EVERY=1, FAULTLINE_CHECKPOINT_EVERY=3)
+        own.wait()
+        ddp.wait()
+        self.assertEqual(own.codes, [0, 0], own.stderr(0) + own.stderr(1))
+        self.assertEqual(ddp.codes, [0, 0], ddp.stderr(0) + ddp.stderr(1))
+        for rank in (0, 1):
+            records = ddp.records(rank)
+            self.assert_protocol(records, rank)
+            self.assertTrue(records[0]["ddp"])
+            self.assertFalse(own.records(rank)[0]["ddp"])
+            mine, theirs = by_step(own.records(rank), "step"), by_step(records, "step")
+            for k in range(1, 7):
+                for field in ("loss", "grad_norm", "param_norm", "tokens"):
+                    self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+                for what in ("grads", "params"):
+                    self.assertEqual(by_step(records, "fingerprint", what)[k]["hash"],
+                                     by_step(own.records(rank), "fingerprint", what)[k]["hash"])
+            # Two heartbeats a step: DDP's gradient allreduce, then the loss's.
+            beats = [r["seq"] for r in records if r.get("name") == "collective"]
+            self.assertEqual(beats[:4], [1, 2, 3, 4])
+        # The checkpoint holds the module inside DDP: a one-rank replay (no DDP) resumes from it.
+        checkpoint = ddp.records(0, type_="event", name="checkpoint")[0]["path"]
+        self.assertFalse(any(k.startswith("module.") for k in torch.load(checkpoint)["model"]))
+        one = run(os.path.join(self.tmp, "one"), args + ["--ddp", "1"],
+                  FAULTLINE_RESUME=checkpoint, FAULTLINE_ACCUMULATE=2)
+        self.assertEqual(one.codes, [0], one.stderr())
+        replayed, original = (by_step(one.records(), "step")[4]["loss"],
+                              by_step(ddp.records(0), "step")[4]["loss"])
+        self.assertLess(abs(replayed - original), 1e-6 * original, "up to reduction order")
+
     def test_replica_mode_shows_the_rank_with_corrupt_gradients(self):
         share = fp.global_batch(1234, 3, N_SAMPLES, 12)[:4]  # rank 0's share of step 3
         trial = run(self.tmp, ["--steps", "6", "--batch-size", "12", "--corrupt-grad-rank", "1",
