@@ -516,6 +516,11 @@ def _is_oom(error):
                                                 or "can't allocate memory" in text)
 
 
+def _reduce_dtype(grads):
+    """float64 if any gradient is, else float32: the dtype the ranks average in."""
+    return torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+
+
 def _unwrapped(model):
     """The module inside a DistributedDataParallel, else the model itself."""
     parallel = getattr(getattr(torch.nn, "parallel", None), "DistributedDataParallel", None)
@@ -1005,22 +1010,11 @@ class Step:
                 self._write_fingerprint("grads", grads)
             self._loss_sum = loss
             return
-        import torch.distributed as dist
-        dtype = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
+        dtype = _reduce_dtype(grads)
         flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [loss.reshape(1).to(dtype)])
         if replica and due:
             self._write_fingerprint("grads", flat[:-1])
-        cuda = run.device.type == "cuda"
-        if cuda:
-            torch.cuda.synchronize(run.device)
-        t0, cpu0 = time.perf_counter(), time.thread_time()
-        run._collective("allreduce", self.number)
-        dist.all_reduce(flat)
-        flat.div_(run.world_size)
-        if cuda:
-            torch.cuda.synchronize(run.device)
-        self._comm_ms += (time.perf_counter() - t0) * 1000
-        self._comm_cpu += (time.thread_time() - cpu0) * 1000
+        self._average(flat)
         offset = 0
         for p in params:
             n = p.numel()
@@ -1032,24 +1026,30 @@ class Step:
 
     def _all_reduce_loss(self, loss, grads, due):
         """Under DDP the gradients came averaged out of the backward pass; the step's loss is
-        averaged here, in a collective of its own."""
-        import torch.distributed as dist
-        run = self._run
+        averaged here, in a collective of its own (in the gradients' dtype, as the helper's own
+        allreduce averages it with them)."""
         if due:
             self._write_fingerprint("grads", grads)
+        total = loss.detach().reshape(1).to(_reduce_dtype(grads))
+        self._average(total)
+        self._loss_sum = total[0]
+
+    def _average(self, tensor):
+        """Averages `tensor` over the ranks in place: one allreduce, its heartbeat written first,
+        timed as comm_ms."""
+        import torch.distributed as dist
+        run = self._run
         cuda = run.device.type == "cuda"
-        # In the gradients' dtype, as the helper's own allreduce averages the loss with them.
-        dtype = torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
-        total = loss.detach().reshape(1).to(dtype)
+        if cuda:
+            torch.cuda.synchronize(run.device)
         t0, cpu0 = time.perf_counter(), time.thread_time()
         run._collective("allreduce", self.number)
-        dist.all_reduce(total)
-        total.div_(run.world_size)
+        dist.all_reduce(tensor)
+        tensor.div_(run.world_size)
         if cuda:
             torch.cuda.synchronize(run.device)
         self._comm_ms += (time.perf_counter() - t0) * 1000
         self._comm_cpu += (time.thread_time() - cpu0) * 1000
-        self._loss_sum = total[0]
 
     def clip_grad_norm(self, max_norm=None, _late=False):
         """Clips the gradients to `max_norm` (None or 0: measure only) and returns their norm
