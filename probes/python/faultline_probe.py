@@ -873,6 +873,7 @@ class Step:
         self._loss_sum = None
         self._reduced = False
         self._checked = False
+        self._ddp_sync = False     # the next backward pass is the one DDP synchronizes
         self._forward_site = None  # (module, count, sample indices or None)
         self._grad_site = None     # (parameter, count)
         self._phase = "data"
@@ -949,8 +950,7 @@ class Step:
             if not run.ddp:
                 yield micro
             elif k == len(micros) - 1 and not self._local_grads():
-                # DDP's allreduce runs in this micro-batch's backward pass: its heartbeat first.
-                run._collective("allreduce", self.number)
+                self._ddp_sync = True  # DDP's allreduce runs in this backward pass
                 yield micro
             else:  # accumulate locally (and, in replica mode, keep the local gradient)
                 with run.model.no_sync():
@@ -979,6 +979,9 @@ class Step:
         """Back-propagates one micro-batch's mean loss, divided by the number of micro-batches
         (1 if you did not use micro_batches()), and adds it to the step's loss. No host sync."""
         self._phase = "backward"
+        if self._ddp_sync:  # the heartbeat of DDP's allreduce, before the pass that runs it
+            self._ddp_sync = False
+            self._run._collective("allreduce", self.number)
         scaled = loss / self._micro_count
         scaler = self._run.scaler
         (scaler.scale(scaled) if scaler is not None else scaled).backward()
