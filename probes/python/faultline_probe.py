@@ -656,6 +656,9 @@ class Run:
         # inside, so a one-rank replay (no DDP) loads them and names the same modules.
         self.module = _unwrapped(model)
         self.ddp = self.module is not model
+        # DDP also broadcasts the module's buffers before the first forward pass of a step.
+        self._ddp_broadcasts = self.ddp and bool(getattr(model, "broadcast_buffers", False)) and \
+            any(True for _ in self.module.buffers())
         enabled = getattr(scaler, "is_enabled", lambda: scaler is not None)
         self.scaler = scaler if enabled() else None  # a disabled GradScaler scales nothing
         self._named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
@@ -947,6 +950,8 @@ class Step:
         for k, micro in enumerate(micros):
             self._current = micro
             self._phase = "forward"
+            if k == 0 and run._ddp_broadcasts:  # the heartbeat of the buffers' broadcast
+                run._collective("broadcast", self.number)
             if not run.ddp:
                 yield micro
             elif k == len(micros) - 1 and not self._local_grads():

@@ -158,10 +158,11 @@ nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const
 }
 
 // Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
-void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir) {
+void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir,
+                                            std::vector<std::string> sets = {}) {
+  sets.insert(sets.end(), {"fault.hang_rank=1", "fault.hang_step=5"});
   auto cli = faultline_cli(
-      with_sets({"train", "-c", recipe, "--ranks", "2", "--step-timeout", "5", "--json"},
-                {"fault.hang_rank=1", "fault.hang_step=5"}),
+      with_sets({"train", "-c", recipe, "--ranks", "2", "--step-timeout", "5", "--json"}, sets),
       dir, 300);
   ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
   const auto& failures = cli.doc.at("failures");
@@ -301,6 +302,9 @@ TEST(ExternalTrainer, BisectCommitsFindsTheCommitThatBrokeALogOnlyScript) {
 
 TEST(ExternalTrainer, AHangOnTwoRanksNamesTheRankAndShowsItsPythonStack) {
   expect_hang_of_rank_one_with_its_stack(kHelper, make_temp_dir("ext-hang"));
+  // The model in DistributedDataParallel: rank 0 waits inside DDP's allreduce in its backward
+  // pass, whose heartbeat rank 1 never wrote.
+  expect_hang_of_rank_one_with_its_stack(kHelper, make_temp_dir("ext-hang-ddp"), {"train.ddp=1"});
 }
 
 TEST(ExternalTrainer, AScriptThatCannotImportItsModulesIsAnInfrastructureError) {

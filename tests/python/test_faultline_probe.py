@@ -328,7 +328,8 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                                   "t": by_step(again, "fingerprint", what)[k]["t"]}, (k, what))
 
     def test_a_loss_scaler_skips_overflowing_steps_and_a_resume_keeps_its_scale(self):
-        args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5", "--overflow-steps", "3"] + QUIET
+        args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5",
+                "--overflow-steps", "3"] + QUIET
         full = run(os.path.join(self.tmp, "full"), args, FAULTLINE_CHECKPOINT_EVERY=8,
                    FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=5)
         self.assertEqual(full.codes, [0], full.stderr())  # an overflow is no halt
@@ -542,9 +543,10 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                 for what in ("grads", "params"):
                     self.assertEqual(by_step(records, "fingerprint", what)[k]["hash"],
                                      by_step(own.records(rank), "fingerprint", what)[k]["hash"])
-            # Two heartbeats a step: DDP's gradient allreduce, then the loss's.
-            beats = [r["seq"] for r in records if r.get("name") == "collective"]
-            self.assertEqual(beats[:4], [1, 2, 3, 4])
+            # Three heartbeats a step: DDP's broadcast of the buffers (the causal masks) before
+            # the first forward pass, its gradient allreduce, then the loss's.
+            beats = [(r["seq"], r["op"]) for r in records if r.get("name") == "collective"]
+            self.assertEqual(beats[:3], [(1, "broadcast"), (2, "allreduce"), (3, "allreduce")])
         # The checkpoint holds the module inside DDP: a one-rank replay (no DDP) resumes from it.
         checkpoint = ddp.records(0, type_="event", name="checkpoint")[0]["path"]
         self.assertFalse(any(k.startswith("module.") for k in torch.load(checkpoint)["model"]))
