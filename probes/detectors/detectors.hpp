@@ -16,6 +16,9 @@ using DetectorList = std::vector<std::unique_ptr<Detector>>;
 void add_dynamics_detectors(DetectorList& out, const Thresholds& thresholds,
                             const RunContext& context);
 
+// fp16's dynamic loss scaler (loss_scaler.cpp): nonfinite when it never finds a scale that works.
+void add_loss_scaler_detector(DetectorList& out, const Thresholds& thresholds);
+
 // The run's start (start.cpp): bad_init, when the context knows the vocabulary size.
 void add_start_detector(DetectorList& out, const Thresholds& thresholds, const RunContext& context);
 

@@ -46,9 +46,9 @@ class AnomalyDetector : public Detector {
 
   void observe(const StepRecord& r) override {
     if (!t_.nonfinite.enabled) return;
-    observe_scaler(r);
     std::vector<std::string> bad;
     if (!std::isfinite(r.loss)) bad.push_back("loss " + num(r.loss));
+    // A step a loss scaler skipped: its overflow was handled (loss_scaler.cpp judges the scaler).
     if (r.has_grad_norm && !std::isfinite(r.grad_norm) && !r.skipped)
       bad.push_back("grad_norm " + num(r.grad_norm));
     if (r.param_norm && !std::isfinite(*r.param_norm))
@@ -78,42 +78,6 @@ class AnomalyDetector : public Detector {
     }
   }
 
-  // fp16's loss scaler: a skipped step is its overflow handled; the scaler failing to find a
-  // scale that works is the failure (dated by the first skip of the streak that shows it).
-  void observe_scaler(const StepRecord& r) {
-    Scaler& s = scalers_[r.rank];
-    if (!r.skipped || (s.skips_in_a_row > 0 && r.step != s.last_skip + 1)) s.skips_in_a_row = 0;
-    if (r.skipped) {
-      if (s.skips_in_a_row++ == 0) s.streak_start = r.step;
-      s.last_skip = r.step;
-      ++s.skipped;
-    }
-    const auto& limits = t_.nonfinite;
-    const std::string scale = r.loss_scale ? "; loss scale " + num(*r.loss_scale) : "";
-    if (s.skips_in_a_row == limits.max_skipped_steps)
-      found_.offer({FailureKind::Nonfinite, s.streak_start, r.rank,
-                    "the loss scaler skipped " + std::to_string(s.skips_in_a_row) +
-                        " steps in a row from step " + std::to_string(s.streak_start) +
-                        " (gradients non-finite at every scale it tried" + scale + " at step " +
-                        std::to_string(r.step) + ")",
-                    r.step},
-                   kStepRecordOnly);
-    if (r.loss_scale && *r.loss_scale < limits.min_loss_scale && !s.below_floor) {
-      // Dated, as the streak is, by the first skip of the last streak (the one that took the
-      // scale under the floor, or is taking it).
-      s.below_floor = true;
-      const int64_t from = s.streak_start > 0 ? s.streak_start : r.step;  // a scale set that low
-      found_.offer(
-          {FailureKind::Nonfinite, from, r.rank,
-           "loss scale " + num(*r.loss_scale) + " at step " + std::to_string(r.step) +
-               " is below " + num(limits.min_loss_scale) + " after " + std::to_string(s.skipped) +
-               " skipped steps, the last run of them from step " + std::to_string(from) +
-               ": the gradients overflow even unscaled",
-           r.step},
-          kStepRecordOnly);
-    }
-  }
-
   void judge(Findings& out, bool) const override {
     for (Failure failure : found_.sorted()) {
       // An anomaly record names the site; the step record beside it adds the numbers.
@@ -131,11 +95,6 @@ class AnomalyDetector : public Detector {
   Findings found_;
   std::map<std::pair<int, int64_t>, std::string> step_evidence_;
   std::set<std::pair<int, int64_t>> from_anomaly_;
-  struct Scaler {
-    int64_t skipped = 0, skips_in_a_row = 0, streak_start = -1, last_skip = -1;
-    bool below_floor = false;
-  };
-  std::map<int, Scaler> scalers_;
 };
 
 // A run of consecutive steps meeting a condition, with the first values as evidence.

@@ -11,6 +11,7 @@ namespace faultline::detectors {
 RunJudge::RunJudge(Thresholds thresholds, RunContext context)
     : thresholds_(std::move(thresholds)), context_(context) {
   add_dynamics_detectors(detectors_, thresholds_, context_);
+  add_loss_scaler_detector(detectors_, thresholds_);
   add_start_detector(detectors_, thresholds_, context_);
   add_lr_detector(detectors_, thresholds_, context_);
   add_resource_detectors(detectors_, thresholds_);
