@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <stdexcept>
+
 #include "probes/detectors/failure.hpp"
+#include "probes/detectors/run_judge.hpp"
 
 namespace faultline::testing {
 
@@ -27,6 +30,22 @@ inline void expect_one(const std::vector<detectors::Failure>& failures, const st
   EXPECT_EQ(failures[0].step, step) << describe(failures);
   EXPECT_EQ(failures[0].rank, rank) << describe(failures);
   EXPECT_FALSE(failures[0].detail.empty());
+}
+
+// Every record through one RunJudge, in order; what it found.
+inline std::vector<detectors::Failure> judge(const std::vector<StepRecord>& records,
+                                             detectors::Thresholds thresholds = {},
+                                             detectors::RunContext context = {}) {
+  detectors::RunJudge judge(thresholds, context);
+  for (const auto& record : records) judge.observe(record);
+  return judge.finish();
+}
+
+// The record of `step` on `rank`, for a test to plant its fault in.
+inline StepRecord& record_at(std::vector<StepRecord>& records, int64_t step, int rank = 0) {
+  for (auto& record : records)
+    if (record.step == step && record.rank == rank) return record;
+  throw std::out_of_range("no record for step " + std::to_string(step));
 }
 
 }  // namespace faultline::testing

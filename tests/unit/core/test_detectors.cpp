@@ -17,17 +17,12 @@ using faultline::testing::expect_one;
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
+using faultline::testing::record_at;
+
+// The context first: most tests here give one.
 std::vector<Failure> judge(const std::vector<StepRecord>& records, RunContext context = {},
                            Thresholds thresholds = {}) {
-  RunJudge judge(thresholds, context);
-  for (const auto& record : records) judge.observe(record);
-  return judge.finish();
-}
-
-StepRecord& at(std::vector<StepRecord>& records, int64_t step, int rank = 0) {
-  for (auto& record : records)
-    if (record.step == step && record.rank == rank) return record;
-  throw std::out_of_range("no record for step " + std::to_string(step));
+  return faultline::testing::judge(records, thresholds, context);
 }
 
 TEST(Detectors, SyntheticHealthyRunsJudgeClean) {
@@ -49,7 +44,7 @@ TEST(Detectors, ARunWithNoRecordsJudgesNothing) {
 
 TEST(Detectors, NonfiniteLossIsFatalAtItsStep) {
   auto records = synthetic_run();
-  at(records, 37).loss = kNan;
+  record_at(records, 37).loss = kNan;
   RunJudge judge;
   for (const auto& record : records) {
     judge.observe(record);
@@ -63,19 +58,19 @@ TEST(Detectors, NonfiniteLossIsFatalAtItsStep) {
 
 TEST(Detectors, NonfiniteGradNormParamNormOrCountIsCaught) {
   auto records = synthetic_run();
-  at(records, 12).grad_norm = std::numeric_limits<double>::infinity();
+  record_at(records, 12).grad_norm = std::numeric_limits<double>::infinity();
   expect_one(judge(records), "nonfinite", 12, 0);
   records = synthetic_run();
-  at(records, 13).param_norm = kNan;
+  record_at(records, 13).param_norm = kNan;
   expect_one(judge(records), "nonfinite", 13, 0);
   records = synthetic_run();
-  at(records, 14).nonfinite = 3;
+  record_at(records, 14).nonfinite = 3;
   expect_one(judge(records), "nonfinite", 14, 0);
 }
 
 TEST(Detectors, NonfiniteAnomalyThatNamesTheModuleWins) {
   auto records = synthetic_run({50, 4});
-  for (int rank = 0; rank < 4; ++rank) at(records, 20, rank).loss = kNan;
+  for (int rank = 0; rank < 4; ++rank) record_at(records, 20, rank).loss = kNan;
   RunJudge judge;
   for (const auto& record : records) judge.observe(record);
   AnomalyRecord loss_only{0, 1.0, 20, "nonfinite", "loss", "loss", "loss is nan", {}, {}, ""};
@@ -101,7 +96,7 @@ TEST(Detectors, NonfiniteAnomalyThatNamesTheModuleWins) {
 
 TEST(Detectors, EarlierNonfiniteStepBeatsBetterEvidenceLater) {
   auto records = synthetic_run({50, 2});
-  at(records, 19, 1).grad_norm = kNan;
+  record_at(records, 19, 1).grad_norm = kNan;
   RunJudge judge;
   for (const auto& record : records) judge.observe(record);
   judge.observe(AnomalyRecord{0, 1.0, 20, "nonfinite", "forward", "wte", "x", {}, {}, ""});
@@ -131,12 +126,12 @@ TEST(Detectors, DataAnomalyIsReportedAsData) {
 
 TEST(Detectors, GradExplodeNeedsSustainedSteps) {
   auto records = synthetic_run();
-  at(records, 40).grad_norm = 5e3;
-  at(records, 41).grad_norm = 2e4;
+  record_at(records, 40).grad_norm = 5e3;
+  record_at(records, 41).grad_norm = 2e4;
   EXPECT_TRUE(judge(records).empty()) << "two steps are not sustained";
-  at(records, 43).grad_norm = 5e3;  // a gap: still not three in a row
+  record_at(records, 43).grad_norm = 5e3;  // a gap: still not three in a row
   EXPECT_TRUE(judge(records).empty());
-  at(records, 42).grad_norm = 1.5e3;
+  record_at(records, 42).grad_norm = 1.5e3;
   auto failures = judge(records);
   ASSERT_NO_FATAL_FAILURE(expect_one(failures, "grad_explode", 40, 0));
   EXPECT_NE(failures[0].detail.find("5000, 2e+04, 1500"), std::string::npos) << failures[0].detail;
@@ -144,19 +139,19 @@ TEST(Detectors, GradExplodeNeedsSustainedSteps) {
 
 TEST(Detectors, GradVanishNeedsSustainedSteps) {
   auto records = synthetic_run();
-  for (int64_t step = 50; step <= 51; ++step) at(records, step).grad_norm = 1e-8;
+  for (int64_t step = 50; step <= 51; ++step) record_at(records, step).grad_norm = 1e-8;
   EXPECT_TRUE(judge(records).empty());
-  at(records, 52).grad_norm = 0.0;
+  record_at(records, 52).grad_norm = 0.0;
   expect_one(judge(records), "grad_vanish", 50, 0);
 }
 
 TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
   auto records = synthetic_run();
   Thresholds no_rise;
-  no_rise.loss_spike.min_rise = 1e9;                // the factor rule alone
-  at(records, 60).loss = 3 * at(records, 59).loss;  // a bump, not 10x
+  no_rise.loss_spike.min_rise = 1e9;                              // the factor rule alone
+  record_at(records, 60).loss = 3 * record_at(records, 59).loss;  // a bump, not 10x
   EXPECT_TRUE(judge(records, {}, no_rise).empty()) << describe(judge(records, {}, no_rise));
-  at(records, 60).loss = 30.0;
+  record_at(records, 60).loss = 30.0;
   auto failures = judge(records);
   ASSERT_NO_FATAL_FAILURE(expect_one(failures, "loss_spike", 60, 0));
   EXPECT_NE(failures[0].detail.find("median"), std::string::npos);
@@ -164,9 +159,9 @@ TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
 
 TEST(Detectors, LossSpikeInsideItsWarmupIsJudgedAgainstTheFirstLoss) {
   auto records = synthetic_run();
-  at(records, 5).loss = 30.0;  // before 10 finite losses: below 10x the first loss (~5.5)
+  record_at(records, 5).loss = 30.0;  // before 10 finite losses: below 10x the first loss (~5.5)
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
-  at(records, 5).loss = 80.0;  // ~14x the first loss: a run blowing up at once
+  record_at(records, 5).loss = 80.0;  // ~14x the first loss: a run blowing up at once
   expect_one(judge(records), "loss_spike", 5, 0);
 }
 
@@ -189,7 +184,7 @@ TEST(Detectors, PlantedLrSpikeIsCaughtAtItsStep) {
   for (int64_t spike : {30, 5, 1, 100}) {
     auto records = synthetic_run({100, 2});
     for (int rank = 0; rank < 2; ++rank)
-      at(records, spike, rank).lr *= 1000;  // fault.lr_spike_step
+      record_at(records, spike, rank).lr *= 1000;  // fault.lr_spike_step
     auto failures = judge(records);
     ASSERT_FALSE(failures.empty()) << "spike at " << spike;
     EXPECT_STREQ(to_string(failures[0].kind), "lr_anomaly");
@@ -202,7 +197,7 @@ TEST(Detectors, PlantedLrSpikeIsCaughtAtItsStep) {
 TEST(Detectors, LrGrowingAfterTheWarmupIsCaught) {
   auto records = synthetic_run();
   for (int64_t step = 40; step <= 100; ++step)
-    at(records, step).lr = at(records, 39).lr * std::pow(1.05, step - 39);
+    record_at(records, step).lr = record_at(records, 39).lr * std::pow(1.05, step - 39);
   expect_one(judge(records), "lr_anomaly", 40, 0);
   expect_one(judge(records, {1, 10}), "lr_anomaly", 40, 0);
   // Dated by the streak's first step, shown by its 6th (max_growth_steps 5): a prefix of the run
@@ -216,24 +211,24 @@ TEST(Detectors, LongWarmupsConstantAndFinalZeroLrAreHealthy) {
   for (auto& record : constant) record.lr = 1e-3;
   EXPECT_TRUE(judge(constant).empty());
   auto to_zero = synthetic_run();
-  at(to_zero, 100).lr = 0;  // cosine to min_lr_ratio = 0 ends on one zero step
+  record_at(to_zero, 100).lr = 0;  // cosine to min_lr_ratio = 0 ends on one zero step
   EXPECT_TRUE(judge(to_zero).empty());
 }
 
 TEST(Detectors, LrStuckAtZeroIsCaught) {
   auto records = synthetic_run();
-  for (int64_t step = 60; step <= 100; ++step) at(records, step).lr = 0;
+  for (int64_t step = 60; step <= 100; ++step) record_at(records, step).lr = 0;
   expect_one(judge(records), "lr_anomaly", 60, 0);
   EXPECT_EQ(evidence_step(judge(records)[0]), 64);  // zero_steps 5
   records = synthetic_run();
-  at(records, 70).lr = kNan;
+  record_at(records, 70).lr = kNan;
   expect_one(judge(records), "lr_anomaly", 70, 0);
 }
 
 TEST(Detectors, DisabledDetectorsStaySilent) {
   auto records = synthetic_run();
-  at(records, 30).lr *= 1000;
-  at(records, 40).loss = kNan;
+  record_at(records, 30).lr *= 1000;
+  record_at(records, 40).loss = kNan;
   Thresholds thresholds;
   thresholds.lr_anomaly.enabled = false;
   thresholds.nonfinite.enabled = false;

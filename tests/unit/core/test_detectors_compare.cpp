@@ -10,16 +10,13 @@
 #include <random>
 #include <stdexcept>
 
+#include "detector_expectations.hpp"
 #include "probes/detectors/synthetic.hpp"
 
 namespace faultline::detectors {
 namespace {
 
-StepRecord& at(std::vector<StepRecord>& records, int64_t step, int rank) {
-  for (auto& record : records)
-    if (record.step == step && record.rank == rank) return record;
-  throw std::out_of_range("no record for step " + std::to_string(step));
-}
+using faultline::testing::record_at;
 
 TEST(DetectorsCompare, ThroughputBelowTheRatioIsSlow) {
   auto slow = compare_throughput(1000.0, 700.0, 0.75);
@@ -54,10 +51,10 @@ TEST(DetectorsCompare, IdenticalRunsAreDeterministic) {
 TEST(DetectorsCompare, OneUlpIsADifferenceReportedAtItsFirstStepAndRank) {
   auto a = synthetic_run({60, 4});
   auto b = a;
-  at(b, 50, 0).grad_norm += 1.0;
-  double& loss = at(b, 42, 3).loss;
+  record_at(b, 50, 0).grad_norm += 1.0;
+  double& loss = record_at(b, 42, 3).loss;
   loss = std::nextafter(loss, 10.0);
-  at(b, 42, 1).lr = std::nextafter(at(b, 42, 1).lr, 1.0);
+  record_at(b, 42, 1).lr = std::nextafter(record_at(b, 42, 1).lr, 1.0);
   std::shuffle(b.begin(), b.end(), std::mt19937(7));  // order does not matter
   auto failure = compare_runs(a, b);
   ASSERT_TRUE(failure.has_value());
@@ -75,13 +72,13 @@ TEST(DetectorsCompare, OneUlpIsADifferenceReportedAtItsFirstStepAndRank) {
 TEST(DetectorsCompare, ParamNormAndItsAbsenceCount) {
   auto a = synthetic_run({20, 1});
   auto b = a;
-  at(b, 7, 0).param_norm = *at(b, 7, 0).param_norm * 2;
+  record_at(b, 7, 0).param_norm = *record_at(b, 7, 0).param_norm * 2;
   auto failure = compare_runs(a, b);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->step, 7);
   EXPECT_NE(failure->detail.find("param_norm"), std::string::npos);
   b = a;
-  at(b, 9, 0).param_norm.reset();
+  record_at(b, 9, 0).param_norm.reset();
   failure = compare_runs(a, b);
   ASSERT_TRUE(failure.has_value());
   EXPECT_EQ(failure->step, 9);

@@ -13,18 +13,8 @@ namespace faultline::detectors {
 namespace {
 using faultline::testing::describe;
 using faultline::testing::expect_one;
-
-std::vector<Failure> judge(const std::vector<StepRecord>& records, Thresholds thresholds = {}) {
-  RunJudge judge(thresholds);
-  for (const auto& record : records) judge.observe(record);
-  return judge.finish();
-}
-
-StepRecord& at(std::vector<StepRecord>& records, int64_t step, int rank = 0) {
-  for (auto& record : records)
-    if (record.step == step && record.rank == rank) return record;
-  throw std::out_of_range("no record for step " + std::to_string(step));
-}
+using faultline::testing::judge;
+using faultline::testing::record_at;
 
 // fp16's loss scaler: steps with overflowing gradients, skipped and the scale halved each time.
 void overflow(std::vector<StepRecord>& records, int64_t first, int64_t count, int rank = 0) {
@@ -47,7 +37,7 @@ TEST(LossScaler, StepsALossScalerSkippedAreNotAFailureWhenItRecovers) {
   overflow(records, 40, 3, 1);
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
   // The same non-finite norm on a step the scaler did not skip is the failure it always was.
-  at(records, 41, 1).skipped = false;
+  record_at(records, 41, 1).skipped = false;
   expect_one(judge(records), "nonfinite", 41, 1);
 }
 
@@ -68,8 +58,8 @@ TEST(LossScaler, ALossScalerThatNeverStopsSkippingIsNonfiniteFromItsFirstSkip) {
   EXPECT_NE(failures[0].detail.find("skipped 32 steps in a row from step 30"), std::string::npos)
       << failures[0].detail;
   // A good step between the skips starts the count again.
-  at(records, 50).skipped = false;
-  at(records, 50).grad_norm = 1;
+  record_at(records, 50).skipped = false;
+  record_at(records, 50).grad_norm = 1;
   expect_one(judge(records, thresholds), "nonfinite", 51, 0);
   EXPECT_EQ(judge(records, thresholds)[0].shown_by, 82);
 }

@@ -10,12 +10,7 @@ namespace faultline::detectors {
 namespace {
 using faultline::testing::describe;
 using faultline::testing::expect_one;
-
-std::vector<Failure> judge(const std::vector<StepRecord>& records, Thresholds thresholds = {}) {
-  RunJudge judge(thresholds);
-  for (const auto& record : records) judge.observe(record);
-  return judge.finish();
-}
+using faultline::testing::judge;
 
 // `rank` computes `extra_ms` longer in the steps `when` picks; its peers wait that long in the
 // all-reduce. With `cpu_too`, the extra time is CPU work (fault.slow_ms burning CPU); without,
