@@ -182,8 +182,19 @@ std::optional<Band> reference_band(const store::Store& store, const store::RunIn
                                   matching.size()));
   }
   if (!reference) return std::nullopt;
+  // The band is of each run's lowest rank: only its records are kept as the run streams by (a
+  // reference of big jobs would otherwise be every rank's every record at once).
   std::vector<std::vector<StepRecord>> runs;
-  for (int64_t id : reference->run_ids) runs.push_back(store.steps(id, -1));
+  for (int64_t id : reference->run_ids) {
+    auto& lowest = runs.emplace_back();
+    store.each_step(id, [&](const StepRecord& record) {
+      if (!lowest.empty() && record.rank > lowest.front().rank) return;
+      if (!lowest.empty() && record.rank < lowest.front().rank) lowest.clear();
+      lowest.push_back(record);
+    });
+    std::stable_sort(lowest.begin(), lowest.end(),
+                     [](const StepRecord& a, const StepRecord& b) { return a.step < b.step; });
+  }
   return loss_band(fmt::format("reference '{}' ({} runs)", reference->name, runs.size()), runs);
 }
 

@@ -120,6 +120,32 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   EXPECT_EQ(loss.series[3].role, SeriesRole::BandHigh);
 }
 
+TEST(ReportGather, AReferenceBandIsOfEachRunsLowestRankWhateverOrderItsRanksWereStoredIn) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t subject = stored_run(store, {}, 3);
+  std::vector<int64_t> references;
+  for (double offset : {0.0, 0.5}) {
+    store::RunInfo info;
+    info.config_path = "/recipes/micro.toml";
+    const int64_t id = store.create_run(info);
+    // Ranks 2 and 1 interleaved, the higher first and steps backwards; rank 2's loss is far off.
+    std::vector<StepRecord> records;
+    for (int64_t step = 3; step >= 1; --step)
+      for (int rank : {2, 1})
+        records.push_back(step_record(rank, step, (rank == 1 ? 4.0 : 100.0) + offset + step));
+    store.add_steps(id, records);
+    references.push_back(id);
+  }
+  store.add_reference({0, "two", references, "/recipes/micro.toml", "", ""});
+  const Report report = gather_run(store, subject, {});
+  const auto& loss = report.plots.front();
+  ASSERT_EQ(loss.series.size(), 3u);  // the run, the band's two edges
+  EXPECT_EQ(loss.series[1].steps, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(loss.series[1].values, (std::vector<double>{5.5, 6.5, 7.5}));  // high: rank 1's
+  EXPECT_EQ(loss.series[2].values, (std::vector<double>{5.0, 6.0, 7.0}));
+}
+
 TEST(ReportGather, AHangsStacksAreABlockAndItsRankLoopIsTheTrainerCommand) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
