@@ -111,6 +111,7 @@ int run_import(const ImportArgs& args) {
     request.argv.insert(request.argv.end(), {"--reference", args.reference});
   }
   const auto result = harness::import_run(store, request);
+  const int64_t skipped_steps = store.summarize(result.run_id).skipped_steps;
 
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", result.run_id},
@@ -118,6 +119,7 @@ int run_import(const ImportArgs& args) {
                             {"ranks", result.ranks},
                             {"last_step", result.last_step},
                             {"checkpoints", result.checkpoints},
+                            {"skipped_steps", skipped_steps},
                             {"config", harness::to_string(result.config)},
                             {"trainer", result.trainer},
                             {"failures", failures_json(result.failures)},
@@ -131,6 +133,8 @@ int run_import(const ImportArgs& args) {
                harness::to_string(result.verdict), result.ranks, result.last_step,
                result.checkpoints);
     print_failures(result.failures);
+    if (skipped_steps > 0)
+      fmt::print("  note: the loss scaler skipped {} step(s) (fp16 overflow)\n", skipped_steps);
     print_malformed(result.malformed);
     print_restarts(result.restarts);
     for (const auto& [path, steps] : result.saved_over)

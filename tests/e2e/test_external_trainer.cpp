@@ -467,6 +467,7 @@ TEST(ExternalTrainer, AnFp16JobsLossScaleThatCollapsesIsDatedByItsFirstSkippedSt
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   const auto& failures = imported.doc.at("failures");
   ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"nonfinite"}) << imported.doc.dump();
+  EXPECT_EQ(imported.doc.at("skipped_steps"), 71);  // 130..200
   EXPECT_EQ(failures[0].at("step"), 130);
   EXPECT_THAT(failures[0].at("detail").get<std::string>(),
               HasSubstr("loss scale 0.5 at step 147 is below 1 after 18 skipped steps"));
