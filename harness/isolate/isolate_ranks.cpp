@@ -290,6 +290,22 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
       "batch, rank(s) {} compute different local gradients{}{}",
       location.step, divergence->distance, kRankTolerance, fmt::join(location.ranks, ","),
       location.host.empty() ? "" : " (host " + location.host + ")", host_note);
+  // Parameters that parted before the gradients did: the odd ranks applied an update of their
+  // own (the same averaged gradient, another result: the optimizer or its state on those ranks,
+  // or a corruption after the allreduce), and the gradients of the step after show it.
+  if (auto split = first_params_split(run_prints);
+      split && split->step < location.step &&
+      std::all_of(split->ranks.begin(), split->ranks.end(), [&](int rank) {
+        return std::find(location.ranks.begin(), location.ranks.end(), rank) !=
+               location.ranks.end();
+      })) {
+    location.evidence["params_split_step"] = split->step;
+    location.detail += fmt::format(
+        "; but their parameters already differed from rank 0's after step {}: that step's "
+        "update was applied differently on rank(s) {} (the averaged gradient, the optimizer or "
+        "its state there), and the gradients of step {} only show it",
+        split->step, fmt::join(split->ranks, ","), location.step);
+  }
   return location;
 }
 

@@ -50,6 +50,21 @@ std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>&
   return std::nullopt;
 }
 
+std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run) {
+  std::map<int64_t, std::map<int, const std::string*>> digests;  // step -> rank -> digest
+  for (const auto& record : run)
+    if (record.what == "params") digests[record.step][record.rank] = &record.hash;
+  for (const auto& [step, ranks] : digests) {
+    auto zero = ranks.find(0);
+    if (zero == ranks.end() || ranks.size() < 2) continue;
+    ParamsSplit split{step, {}};
+    for (const auto& [rank, digest] : ranks)
+      if (*digest != *zero->second) split.ranks.push_back(rank);
+    if (!split.ranks.empty()) return split;
+  }
+  return std::nullopt;
+}
+
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
                                          double tolerance) {

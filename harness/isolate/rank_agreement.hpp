@@ -56,6 +56,15 @@ std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& r
                                          const FingerprintRecord* reference, int64_t step,
                                          double tolerance);
 
+// Data parallel keeps every rank's parameters bitwise equal. The first step of `run` whose
+// `params` fingerprints are not all rank 0's digest, and the ranks whose digest differs there;
+// nullopt when they agree at every step fingerprinted on more than one rank.
+struct ParamsSplit {
+  int64_t step = -1;
+  std::vector<int> ranks;
+};
+std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run);
+
 // The odd ranks out: with three or more ranks and a strict majority that agrees among itself,
 // the ranks outside it; otherwise (two ranks, or no majority) those that disagree with the
 // reference. Empty when everyone agrees.

@@ -228,6 +228,9 @@ TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
   EXPECT_EQ(cli.doc.at("step"), 40);
   EXPECT_EQ(cli.doc.at("rank"), 1);
+  // The corrupt gradient went into the allreduce: every rank's parameters stayed equal.
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
+              ::testing::Not(HasSubstr("parameters already differed")));
 
   // On screen: measured numbers rounded, and a repro line a shell reads back as the same
   // arguments (the empty --nan-layer is '', not a missing argument).
@@ -417,6 +420,24 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
   EXPECT_EQ(cli.doc.at("where"), "lr");
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 100);
   EXPECT_EQ(cli.doc.at("steps_executed"), 50) << cli.doc.dump();
+}
+
+// Under DDP the same planted fault negates part of rank 1's gradient after DDP averaged it: rank
+// 1 applies an update of its own at step 40, and only step 41's gradients differ. The finding
+// names rank 1 and says its parameters parted at step 40.
+TEST(ExternalTrainer, AnUpdateAppliedDifferentlyOnOneDdpRankIsDatedByItsParameters) {
+  const std::string dir = make_temp_dir("ext-ddp-update");
+  auto cli = faultline_cli(
+      with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
+                {"train.ddp=1", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"}),
+      dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("step"), 41);
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
+              HasSubstr("but their parameters already differed from rank 0's after step 40: that "
+                        "step's update was applied differently on rank(s) 1"));
 }
 
 // A torchrun-style job with the model in DistributedDataParallel (2 ranks, Gloo), NaN in

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace faultline::harness {
@@ -87,6 +88,27 @@ TEST(RankAgreement, NoMajorityFallsBackToTheReferenceAndAgreementIsEmpty) {
   EXPECT_EQ(odd_ranks(compare_ranks(split, &reference, 2, 1e-5)), (std::vector<int>{2, 3}));
   std::vector<FingerprintRecord> healthy = {print(0, 2, "a", {1, 0}), print(1, 2, "a", {1, 0})};
   EXPECT_TRUE(odd_ranks(compare_ranks(healthy, &reference, 2, 1e-5)).empty());
+}
+
+TEST(RankAgreement, ParamsSplitIsTheFirstStepARanksParametersLeaveRankZeros) {
+  std::vector<FingerprintRecord> run;
+  for (int64_t step = 1; step <= 5; ++step)
+    for (int rank = 0; rank < 3; ++rank)
+      run.push_back(print(rank, step, rank == 2 && step >= 4 ? "other" : "p" + std::to_string(step),
+                          {1, 1}, "params"));
+  run.push_back(print(1, 2, "grads differ: not compared", {1, 1}));
+  const auto split = first_params_split(run);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->step, 4);
+  EXPECT_EQ(split->ranks, std::vector<int>{2});
+  // One rank fingerprinted at a step, or every rank equal: no split.
+  std::vector<FingerprintRecord> alone = {print(0, 1, "a", {1}, "params"),
+                                          print(1, 2, "b", {1}, "params")};
+  EXPECT_FALSE(first_params_split(alone).has_value());
+  run.erase(std::remove_if(run.begin(), run.end(),
+                           [](const FingerprintRecord& r) { return r.hash == "other"; }),
+            run.end());
+  EXPECT_FALSE(first_params_split(run).has_value());
 }
 
 }  // namespace
