@@ -557,6 +557,21 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                               by_step(ddp.records(0), "step")[4]["loss"])
         self.assertLess(abs(replayed - original), 1e-6 * original, "up to reduction order")
 
+    def test_a_ddp_model_with_a_loss_scaler_skips_the_same_steps_as_the_helpers_allreduce(self):
+        args = ["--steps", "8", "--precision", "fp16", "--overflow-step", "4",
+                "--overflow-steps", "2"] + QUIET
+        own = Trial(os.path.join(self.tmp, "own"), args, ranks=2)
+        ddp = Trial(os.path.join(self.tmp, "ddp"), args + ["--ddp", "1"], ranks=2)
+        own.wait()
+        ddp.wait()
+        self.assertEqual(ddp.codes, [0, 0], ddp.stderr(0) + ddp.stderr(1))
+        for rank in (0, 1):
+            mine, theirs = by_step(own.records(rank), "step"), by_step(ddp.records(rank), "step")
+            self.assertEqual([k for k in theirs if theirs[k]["skipped"]], [4, 5])
+            for k in theirs:
+                for field in ("loss", "grad_norm", "param_norm", "loss_scale"):
+                    self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+
     def test_replica_mode_shows_the_rank_with_corrupt_gradients(self):
         share = fp.global_batch(1234, 3, N_SAMPLES, 12)[:4]  # rank 0's share of step 3
         trial = run(self.tmp, ["--steps", "6", "--batch-size", "12", "--corrupt-grad-rank", "1",
