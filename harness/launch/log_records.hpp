@@ -13,9 +13,10 @@ namespace faultline::harness {
 class LogRecords {
  public:
   // `step_regex` needs a `step` group and may have loss, grad_norm, lr, step_ms, data_ms,
-  // comm_ms, tokens, mem_bytes, skipped and loss_scale groups; `checkpoint_regex` ("" for none) needs `step` and
-  // `path` (relative paths are relative to `base_dir`). Groups are written (?P<name>...) as in
-  // Python, or (?<name>...). Throws one UserError naming `where` and the bad key.
+  // comm_ms, tokens, mem_bytes, skipped and loss_scale groups; `checkpoint_regex` ("" for none)
+  // needs `step` and `path` (relative paths are relative to `base_dir`). Groups are written
+  // (?P<name>...) as in Python, or (?<name>...). Throws one UserError naming `where` and the bad
+  // key.
   static LogRecords compile(const std::string& step_regex, const std::string& checkpoint_regex,
                             const std::string& where, const std::string& base_dir);
 

@@ -23,7 +23,6 @@ int phase_priority(const std::string& phase) {
   if (phase == "loss") return 3;
   return 4;
 }
-constexpr int kStepRecordOnly = 5;
 
 std::string describe(const AnomalyRecord& a) {
   std::string text = a.phase.empty() ? "anomaly" : a.phase;
@@ -60,7 +59,7 @@ class AnomalyDetector : public Detector {
     step_evidence_[{r.rank, r.step}] = evidence;
     found_.offer({FailureKind::Nonfinite, r.step, r.rank,
                   "step " + std::to_string(r.step) + ": " + evidence},
-                 kStepRecordOnly);
+                 kStepRecordPriority);
   }
 
   void observe(const AnomalyRecord& a) override {

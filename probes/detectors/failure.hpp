@@ -38,6 +38,10 @@ bool any_failing(const std::vector<Failure>& failures);
 // Failures after which the run's remaining steps prove nothing: the harness may stop the trial.
 bool is_fatal(const Failure& failure);
 
+// The Findings priority of a failure a bare step record shows: behind any anomaly record of the
+// same step, which names a phase (priorities 0..4, dynamics.cpp).
+constexpr int kStepRecordPriority = 5;
+
 // Keeps one Failure per kind: the lowest step (whole-run ones after every step), then the lowest
 // `priority` (better evidence first), then the lowest rank.
 class Findings {

@@ -10,8 +10,6 @@ namespace faultline::detectors {
 
 namespace {
 
-constexpr int kStepRecordOnly = 5;  // the nonfinite detector's priority of a bare step record
-
 class LossScalerDetector : public Detector {
  public:
   explicit LossScalerDetector(const Thresholds& t) : t_(t.nonfinite) {}
@@ -34,7 +32,7 @@ class LossScalerDetector : public Detector {
                         " (gradients non-finite at every scale it tried" + scale + " at step " +
                         std::to_string(r.step) + ")",
                     r.step},
-                   kStepRecordOnly);
+                   kStepRecordPriority);
     if (r.loss_scale && *r.loss_scale < t_.min_loss_scale && !s.below_floor) {
       s.below_floor = true;
       const int64_t from = s.streak_start > 0 ? s.streak_start : r.step;  // a scale set that low
@@ -45,7 +43,7 @@ class LossScalerDetector : public Detector {
                " skipped steps, the last run of them from step " + std::to_string(from) +
                ": the gradients overflow even unscaled",
            r.step},
-          kStepRecordOnly);
+          kStepRecordPriority);
     }
   }
 

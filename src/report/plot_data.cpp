@@ -112,7 +112,8 @@ class StepBuckets {
     for (size_t b = 0; b <= count; ++b) begin_.push_back(b * axis.size() / count);
     if (focus) {
       for (size_t i = index_of(focus->first); i < axis.size() && axis[i] <= focus->second; ++i)
-        begin_.insert(std::lower_bound(begin_.begin(), begin_.end(), i), i);
+        begin_.push_back(i);
+      std::sort(begin_.begin(), begin_.end());
       begin_.erase(std::unique(begin_.begin(), begin_.end()), begin_.end());
     }
   }

@@ -192,8 +192,6 @@ std::optional<Band> reference_band(const store::Store& store, const store::RunIn
       if (!lowest.empty() && record.rank < lowest.front().rank) lowest.clear();
       lowest.push_back(record);
     });
-    std::stable_sort(lowest.begin(), lowest.end(),
-                     [](const StepRecord& a, const StepRecord& b) { return a.step < b.step; });
   }
   return loss_band(fmt::format("reference '{}' ({} runs)", reference->name, runs.size()), runs);
 }

@@ -19,8 +19,8 @@ namespace faultline::report {
 class StepThinner {
  public:
   // Steps first..last cut into `buckets` buckets of equal width. A span of at most 2 × buckets
-  // steps keeps every record, and so does any run the records within kFocusSteps of `focus`
-  // (the bad step, which the plots draw step by step).
+  // steps keeps every record; so do the records within kFocusSteps of `focus` (the bad step,
+  // which the plots draw step by step).
   StepThinner(int64_t first_step, int64_t last_step, size_t buckets,
               std::optional<int64_t> focus = std::nullopt);
 

@@ -87,31 +87,22 @@ std::vector<EventRecord> read_events(Statement& query) {
 }  // namespace
 
 std::vector<StepRecord> Store::steps(int64_t run_id, int rank) const {
-  // One rank: the (run, rank, step) index. All ranks: the run's rowid range read in file order,
-  // then sorted here; walking the index would visit each table page once per rank.
-  const auto range = metrics_id_range(db_, path_, run_id);
-  if (!range) return {};
-  Statement query(db_, path_,
-                  rank >= 0 ? std::string(kStepColumns) +
-                                  " FROM metrics WHERE run_id = ?1 AND rank = ?2 "
-                                  "ORDER BY rank, step, id"
-                            : std::string(kStepColumns) +
-                                  " FROM metrics NOT INDEXED WHERE id BETWEEN ?3 AND ?4 "
-                                  "AND run_id = ?1 ORDER BY id");
-  query.bind(1, run_id);
-  if (rank >= 0) {
-    query.bind(2, rank);
-  } else {
-    query.bind(3, range->first);
-    query.bind(4, range->second);
-  }
   std::vector<StepRecord> steps;
-  while (query.step()) steps.push_back(read_step(query));
-  if (rank < 0) {
-    std::stable_sort(steps.begin(), steps.end(), [](const StepRecord& a, const StepRecord& b) {
-      return a.rank != b.rank ? a.rank < b.rank : a.step < b.step;
-    });
+  if (rank >= 0) {  // one rank: the (run, rank, step) index
+    Statement query(db_, path_,
+                    std::string(kStepColumns) +
+                        " FROM metrics WHERE run_id = ?1 AND rank = ?2 ORDER BY rank, step, id");
+    query.bind(1, run_id);
+    query.bind(2, rank);
+    while (query.step()) steps.push_back(read_step(query));
+    return steps;
   }
+  // All ranks: the run's rowid range read in file order, then sorted here; walking the index
+  // would visit each table page once per rank.
+  each_step(run_id, [&](const StepRecord& record) { steps.push_back(record); });
+  std::stable_sort(steps.begin(), steps.end(), [](const StepRecord& a, const StepRecord& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.step < b.step;
+  });
   return steps;
 }
 
