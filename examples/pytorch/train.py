@@ -264,6 +264,21 @@ class Faults:
         output[rows] = float("nan")
         return output
 
+    def after_update(self, step, model):
+        """--corrupt-update-*: at that step only, this rank scales the first 1/8 of its parameter
+        elements by 1.01 after the optimizer step: the same gradient, another update, as silent
+        corruption in a rank's optimizer would make it."""
+        if self.rank != self.args.corrupt_update_rank or step != self.args.corrupt_update_step:
+            return
+        left = sum(p.numel() for p in model.parameters()) // 8
+        with torch.no_grad():
+            for p in model.parameters():
+                if left <= 0:
+                    break
+                flat = p.view(-1)
+                flat[:left].mul_(1.01)
+                left -= flat.numel()
+
     def at_step_start(self, step):
         self.step = step
         a = self.args
@@ -327,6 +342,9 @@ def parse_args(argv=None):
     add("--lr-spike-factor", type=float, default=1.0, help="... multiplied by this")
     add("--corrupt-grad-rank", type=int, default=-1, help="fault: this rank's local gradient ...")
     add("--corrupt-grad-step", type=int, default=0, help="... is sign-flipped from this step on")
+    add("--corrupt-update-rank", type=int, default=-1, help="fault: this rank's parameters ...")
+    add("--corrupt-update-step", type=int, default=0, help="... are off by 1%% after this "
+        "step's update")
     add("--hang-rank", type=int, default=-1, help="fault: this rank sleeps forever ...")
     add("--hang-step", type=int, default=0, help="... at the start of this step")
     add("--crash-rank", type=int, default=-1, help="fault: this rank dies of SIGSEGV ...")
@@ -401,6 +419,7 @@ def main(argv=None):
             else:
                 optimizer.step()
             scheduler.step()
+            faults.after_update(step, model)
         if run.rank == 0 and args.log_every and (step % args.log_every == 0 or step == 1):
             print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "
                   f"lr {s.lr:.2e}", flush=True)

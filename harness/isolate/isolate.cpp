@@ -2,6 +2,9 @@
 // is written to the store after every phase; the trials themselves are cached (trial_cache.hpp).
 #include "harness/isolate/isolate.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "harness/isolate/isolate_phases.hpp"
@@ -165,20 +168,25 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     ran = reproduction->outcome;
   else if (!worse_than_reference)  // alone it would pass: straight to the baseline below
     reproduction = isolate::reproduce(context, from_start, expected_kind, why_not, ran);
+  // A run whose only failures were timing noise (not confirmed by identical runs) passed on its
+  // numbers: the silent corruption check below still applies to it.
+  bool numbers_passed = ran.verdict == Verdict::Pass;
   if (reproduction) {
     if (auto noisy = isolate::confirm_timing(context, *reproduction)) {
       why_not = *noisy;
       reproduction.reset();
+      numbers_passed = std::all_of(ran.failures.begin(), ran.failures.end(),
+                                   [](const auto& f) { return detectors::is_timing(f.kind); });
     }
   }
-  if (!reproduction && !expected_kind && (worse_than_reference || ran.verdict == Verdict::Pass) &&
-      baseline && (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
+  if (!reproduction && !expected_kind && (worse_than_reference || numbers_passed) && baseline &&
+      (request.scope == IsolateScope::All || request.scope == IsolateScope::Config)) {
     // Nothing failed alone: does it train worse than the baseline?
     checkpoint("reproduce against the baseline", store::SearchStatus::Running);
     reproduction = isolate::reproduce_against_baseline(context, failing, *baseline, why_not, ran);
   }
   if (!reproduction && !expected_kind && !worse_than_reference && failing.ranks > 1 &&
-      ran.verdict == Verdict::Pass && request.scope == IsolateScope::All) {
+      numbers_passed && request.scope == IsolateScope::All) {
     // Nothing failed, but silent corruption fails no detector: do the ranks agree?
     checkpoint("ranks", store::SearchStatus::Running);
     if (auto diverging = isolate::locate_diverging_ranks(context, failing, ran))
@@ -279,7 +287,7 @@ IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateRes
   finding.ranks = location.ranks;
   finding.rank = location.ranks.size() == 1 ? location.ranks[0] : -1;
   finding.host = location.host;
-  finding.phase = "backward";
+  finding.phase = location.phase;
   finding.detail = location.detail;
   finding.min_scale = Scale{};
   finding.min_scale->ranks = location.replica_spec.ranks;

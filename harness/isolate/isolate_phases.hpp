@@ -174,14 +174,16 @@ struct SampleLocation {
 SampleLocation locate_samples(Context& context, const TrialSpec& local_spec, const Outcome& local,
                               const StepLocation& location, detectors::FailureKind kind);
 
-// 2c. Ranks that disagree (silent corruption): the first step whose update leaves a 1-rank
-// replay of the same global batches, then a replica check there (every rank fed the same batch,
-// from the state before the step) against a 1-rank replay of that batch; with spare host labels,
-// ddmin over the hosts taking part names the host. nullopt: the ranks agree.
+// 2c. Ranks that disagree (silent corruption): the first step where the ranks' own parameters
+// part, or else whose update leaves a 1-rank replay of the same global batches, then a replica
+// check there (every rank fed the same batch, from the state before the step) against a 1-rank
+// replay of that batch; with spare host labels, ddmin over the hosts taking part names the host.
+// nullopt: the ranks agree.
 struct RankLocation {
   int64_t step = -1;
-  std::vector<int> ranks;  // the odd ranks out
-  std::string host;        // the host to blame ("" when not one host, or not host-tied)
+  std::vector<int> ranks;          // the odd ranks out
+  std::string host;                // the host to blame ("" when not one host, or not host-tied)
+  std::string phase = "backward";  // "optimizer": the same gradients, another update
   std::string detail;
   nlohmann::json evidence;   // the per-rank table, the tolerance and the measured floor
   TrialSpec replica_spec;    // the minimal reproduction: the replica check

@@ -1,8 +1,8 @@
-// Phase 2c: which rank disagrees. A multi-rank run's parameters after each step are compared with
-// a 1-rank run that replays the same global batches (N-fold accumulation); at the first step they
-// part, every rank is fed the same batch from the state before the step (a replica check) and
-// compared with a 1-rank replay of that batch. Spare host labels then tell a bad host from a bad
-// rank: ddmin over the hosts taking part, healthy spares standing in for the others.
+// Phase 2c: which rank disagrees. The step: where the ranks' own parameters part (data parallel
+// keeps them bitwise equal), or else where a multi-rank run's parameters leave a 1-rank run that
+// replays the same global batches (N-fold accumulation). There every rank is fed the same batch
+// from the state before the step (a replica check) and compared with a 1-rank replay of that
+// batch: gradients, then parameters. Spare host labels then tell a bad host from a bad rank.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,8 +10,6 @@
 #include <cmath>
 #include <map>
 
-#include "bisect/ddmin.hpp"
-#include "bisect/drive.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/isolate/rank_agreement.hpp"
 #include "harness/isolate/replica_check.hpp"
@@ -47,30 +45,107 @@ std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
   return timing;
 }
 
-// The steps of rank 0's params fingerprints in a run.
-std::vector<int64_t> fingerprinted_steps(store::Store& store, int64_t run_id) {
-  std::vector<int64_t> steps;
+// The last step before `step` with a params fingerprint of rank 0 in the run (0: none).
+int64_t fingerprinted_before(store::Store& store, int64_t run_id, int64_t step) {
+  int64_t last = 0;
   for (const auto& record : store.fingerprints(run_id))
-    if (record.what == "params" && record.rank == 0) steps.push_back(record.step);
-  return steps;
+    if (record.what == "params" && record.rank == 0 && record.step < step)
+      last = std::max(last, record.step);
+  return last;
 }
 
-// nullopt when the step before `step` is fingerprinted (the divergence is exact); else the
-// window after the last fingerprinted step, replayed at the run's ranks with a fingerprint
-// every step.
+void require_ran(const Outcome& outcome, const std::string& what) {
+  if (outcome.verdict == Verdict::InfraError)
+    throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
+                     "): " + outcome.infra_detail);
+}
+
+// A run that fingerprints sparsely (a stored run) dates a step only to after its last agreeing
+// fingerprint, `agreed`: the window (agreed, step] replayed at the run's ranks from the
+// checkpoint before it, with a fingerprint every step. nullopt when no window is needed.
 std::optional<Outcome> exact_window(Context& context, const TrialSpec& spec, const Outcome& outcome,
-                                    int64_t step) {
-  int64_t agreed = 0;
-  for (int64_t fingerprinted : fingerprinted_steps(context.store, outcome.run_id))
-    if (fingerprinted < step) agreed = std::max(agreed, fingerprinted);
+                                    int64_t agreed, int64_t step) {
   if (agreed == step - 1) return std::nullopt;
   const auto& trainer = context.trainer;
   auto from = contract::last_before(checkpoints_of(context, outcome), agreed + 1);
   context.begin_phase("ranks: replay steps " + std::to_string((from ? from->step : 0) + 1) + ".." +
                           std::to_string(step) + " fingerprinting every step",
                       1);
-  return context.run(
+  Outcome window = context.run(
       trainer.prefix(trainer.fingerprints_every_step(trainer.resume(spec, from)), step));
+  require_ran(window, "the replay of the diverging window");
+  return window;
+}
+
+// One replica check and its verdict.
+struct Checked {
+  std::optional<ReplicaCheck> check;
+  Outcome reference;  // one rank fed the same batch
+  std::vector<RankAgreement> agreement;
+  std::string compared;  // the fingerprint compared: "grads", or "params" where those agreed
+};
+
+// Every rank fed the same batch at `step` from the state before it, against one rank fed it.
+// Their local gradients are compared first; where those agree, their parameters after the step:
+// a rank that applied the same gradient differently (its optimizer or its state, or a corruption
+// after the allreduce). location.ranks is empty when every rank agrees on both.
+void replica_check_at(Context& context, const TrialSpec& spec, const Outcome& located, int64_t step,
+                      const std::vector<std::string>& failing_hosts, RankLocation& location,
+                      Checked& checked) {
+  context.begin_phase("ranks: replica check at step " + std::to_string(step), 2);
+  checked.check.emplace(context, spec, located, step);
+  location = RankLocation{};
+  location.step = step;
+  location.replica_spec = checked.check->replica(failing_hosts);
+  location.replica_from = checked.check->from_step();
+  location.replica_outcome = context.run(location.replica_spec);
+  require_ran(location.replica_outcome, "the replica check");
+  checked.reference = context.run(checked.check->reference(location.replica_outcome));
+  require_ran(checked.reference, "the 1-rank reference replay");
+  const auto replica_prints = context.store.fingerprints(location.replica_outcome.run_id);
+  const auto reference_prints = context.store.fingerprints(checked.reference.run_id);
+  for (const char* what : {"grads", "params"}) {
+    checked.compared = what;
+    checked.agreement = compare_ranks(replica_prints, print_at(reference_prints, what, step), step,
+                                      kRankTolerance, what);
+    location.ranks = odd_ranks(checked.agreement);
+    if (!location.ranks.empty()) break;
+  }
+  location.phase = checked.compared == "params" ? "optimizer" : "backward";
+}
+
+// How the step was found: the first part of the detail, and its evidence.
+struct StepFound {
+  std::string how;
+  json evidence;
+};
+
+// 1. Data parallel keeps every rank's parameters bitwise equal: where the run's own params
+// fingerprints part, after agreeing, a rank applied an update of its own, and a replica check at
+// that step shows which. No 1-rank replay is needed. nullopt: none parted, or the replica check
+// there shows no odd rank (then the 1-rank replay below searches).
+std::optional<StepFound> at_params_split(Context& context, const TrialSpec& spec,
+                                         const Outcome& outcome,
+                                         const std::vector<FingerprintRecord>& run_prints,
+                                         const std::vector<std::string>& failing_hosts,
+                                         RankLocation& location, Checked& checked) {
+  auto split = first_params_split(run_prints);
+  // Ranks whose parameters never agreed hold different ones by design (model parallelism).
+  if (!split || split->agreed < 0) return std::nullopt;
+  Outcome located = outcome;
+  if (auto window = exact_window(context, spec, outcome, split->agreed, split->step)) {
+    auto exact = first_params_split(context.store.fingerprints(window->run_id));
+    if (!exact) return std::nullopt;  // the replay's ranks agree: the split did not come again
+    split = exact;
+    located = *window;
+  }
+  replica_check_at(context, spec, located, split->step, failing_hosts, location, checked);
+  if (location.ranks.empty()) return std::nullopt;
+  return StepFound{
+      fmt::format("the ranks' parameters parted after step {} (rank(s) {} differ from rank 0's; "
+                  "data parallel keeps them bitwise equal)",
+                  split->step, fmt::join(split->ranks, ",")),
+      {{"params_split_step", split->step}}};
 }
 
 // One checkpoint interval of the run, (from, to], and its 1-rank replay.
@@ -80,43 +155,18 @@ struct Interval {
   int64_t alone_run = 0;
 };
 
-void require_ran(const Outcome& outcome, const std::string& what) {
-  if (outcome.verdict == Verdict::InfraError)
-    throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
-                     "): " + outcome.infra_detail);
-}
-
-// The host labels each rank gets when only `kept` of the failing run's hosts take part: the
-// others are replaced, in rank order, by spare labels. nullopt: not enough spares.
-std::optional<std::vector<std::string>> hosts_keeping(const std::vector<std::string>& failing,
-                                                      const std::vector<std::string>& spares,
-                                                      const std::vector<size_t>& kept) {
-  std::vector<std::string> hosts;
-  size_t spare = 0;
-  for (size_t rank = 0; rank < failing.size(); ++rank) {
-    if (std::find(kept.begin(), kept.end(), rank) != kept.end()) {
-      hosts.push_back(failing[rank]);
-    } else {
-      if (spare >= spares.size()) return std::nullopt;
-      hosts.push_back(spares[spare++]);
-    }
-  }
-  return hosts;
-}
-
-}  // namespace
-
-std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,
-                                                   const Outcome& outcome) {
-  const int world = spec.ranks;
-  if (world < 2) return std::nullopt;
-
-  // 1. The first step whose update leaves a 1-rank replay of the same global batches. Each
-  // checkpoint interval is replayed on one rank from the run's own checkpoint: the whole run once
-  // at 1/N of its rank-steps, and the reduction-order drift starts again from 0 each interval.
+// 2. The first step whose update leaves a 1-rank replay of the same global batches, checked by a
+// replica check there. Each checkpoint interval is replayed on one rank from the run's own
+// checkpoint: the whole run once at 1/N of its rank-steps, and the reduction-order drift starts
+// again from 0 each interval. nullopt: the ranks agree.
+std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec& spec,
+                                              const Outcome& outcome,
+                                              const std::vector<FingerprintRecord>& run_prints,
+                                              const std::vector<std::string>& failing_hosts,
+                                              RankLocation& location, Checked& checked) {
   const auto& trainer = context.trainer;
   const TrialSpec single = trainer.fingerprints_every_step(
-      trainer.accumulate(spec, 1, trainer.grad_accum(spec) * world));
+      trainer.accumulate(spec, 1, trainer.grad_accum(spec) * spec.ranks));
   std::vector<Interval> intervals;
   std::optional<contract::Checkpoint> start;
   for (const auto& checkpoint : checkpoints_of(context, outcome)) {
@@ -136,8 +186,6 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
     require_ran(alone_runs[i], "the 1-rank replay");
     intervals[i].alone_run = alone_runs[i].run_id;
   }
-  const int64_t alone_run = alone_runs.front().run_id;
-  const auto run_prints = context.store.fingerprints(outcome.run_id);
   // The first candidate after `after`, interval by interval.
   auto next_candidate =
       [&](int64_t after,
@@ -155,156 +203,111 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
     return std::nullopt;
   };
 
-  // 2. The replica check at each candidate step. Drift that jumped by chance shows no odd rank
+  // The replica check at each candidate step. Drift that jumped by chance shows no odd rank
   // there: the next candidate after it is tried, up to kCandidates.
   constexpr int kCandidates = 3;
-  std::vector<std::string> failing_hosts = spec.hosts;
-  failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
-  std::optional<Divergence> divergence;
-  std::optional<ReplicaCheck> check;
-  RankLocation location;
-  std::vector<RankAgreement> agreement;
-  Outcome reference;
   int64_t after = 0;
   for (int candidate = 0; candidate < kCandidates; ++candidate) {
-    divergence = next_candidate(after, run_prints);
+    auto divergence = next_candidate(after, run_prints);
     if (!divergence) return std::nullopt;
-    // A run that fingerprints sparsely (a stored run) dates the divergence only to after its
-    // last agreeing fingerprint: that window is replayed at its ranks, fingerprinting every
-    // step, from the checkpoint before it.
     Outcome located = outcome;
-    if (auto window = exact_window(context, spec, outcome, divergence->step)) {
-      require_ran(*window, "the replay of the diverging window");
+    const int64_t agreed = fingerprinted_before(context.store, outcome.run_id, divergence->step);
+    if (auto window = exact_window(context, spec, outcome, agreed, divergence->step)) {
       // The run's own fingerprints before the window keep the drift measured so far.
       auto prints = context.store.fingerprints(window->run_id);
       int64_t first = INT64_MAX;
       for (const auto& record : prints) first = std::min(first, record.step);
-      for (const auto& record : context.store.fingerprints(outcome.run_id))
+      for (const auto& record : run_prints)
         if (record.step < first) prints.push_back(record);
       if (auto exact = next_candidate(after, prints)) {
         divergence = exact;
         located = *window;
       }
     }
-    context.begin_phase("ranks: replica check at step " + std::to_string(divergence->step), 2);
-    check.emplace(context, spec, located, divergence->step);
-    location = RankLocation{};
-    location.step = divergence->step;
-    location.replica_spec = check->replica(failing_hosts);
-    location.replica_from = check->from_step();
-    location.replica_outcome = context.run(location.replica_spec);
-    require_ran(location.replica_outcome, "the replica check");
-    reference = context.run(check->reference(location.replica_outcome));
-    require_ran(reference, "the 1-rank reference replay");
-    agreement = compare_ranks(context.store.fingerprints(location.replica_outcome.run_id),
-                              grads_at(context.store.fingerprints(reference.run_id), check->step()),
-                              check->step(), kRankTolerance);
-    location.ranks = odd_ranks(agreement);
-    if (!location.ranks.empty()) break;
+    replica_check_at(context, spec, located, divergence->step, failing_hosts, location, checked);
+    if (!location.ranks.empty())
+      return StepFound{fmt::format("step {}'s update differs from a 1-rank replay (distance "
+                                   "{:.3g} > {:g})",
+                                   divergence->step, divergence->distance, kRankTolerance),
+                       {{"healthy_max_distance", divergence->healthy_max},
+                        {"divergence_distance", number_or_null(divergence->distance)},
+                        {"one_rank_run", alone_runs.front().run_id}}};
     after = divergence->step;
   }
-  if (location.ranks.empty()) return std::nullopt;  // drift only: every candidate's ranks agree
-  const auto reference_prints = context.store.fingerprints(reference.run_id);
-  const FingerprintRecord* expected = grads_at(reference_prints, check->step());
+  return std::nullopt;  // drift only: every candidate's ranks agree
+}
 
-  // 3. A bad host or a bad rank: with spare labels, the hosts taking part are searched.
+bool contains(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+}  // namespace
+
+std::optional<RankLocation> locate_diverging_ranks(Context& context, const TrialSpec& spec,
+                                                   const Outcome& outcome) {
+  if (spec.ranks < 2) return std::nullopt;
+  std::vector<std::string> failing_hosts = spec.hosts;
+  failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(spec.ranks)));
+  const auto run_prints = context.store.fingerprints(outcome.run_id);
+  RankLocation location;
+  Checked checked;
+  auto found =
+      at_params_split(context, spec, outcome, run_prints, failing_hosts, location, checked);
+  if (!found)
+    found =
+        at_replay_divergence(context, spec, outcome, run_prints, failing_hosts, location, checked);
+  if (!found) return std::nullopt;
+
+  // A bad host or a bad rank: with spare labels, the hosts taking part are searched.
   const auto hosts = rank_hosts(context.store, location.replica_outcome.run_id);
-  auto host_of = [&](int rank) {
-    return static_cast<size_t>(rank) < hosts.size() ? hosts[static_cast<size_t>(rank)] : "";
-  };
-  std::string host_note;
-  if (location.ranks.size() == 1) location.host = host_of(location.ranks[0]);
-  // Several odd ranks are one host's when they are exactly the ranks on it (a bad node of a
-  // Slurm job with several tasks per node).
-  if (location.ranks.size() > 1 && !host_of(location.ranks[0]).empty()) {
-    bool exactly_its_ranks = true;
-    for (int rank = 0; rank < world; ++rank)
-      exactly_its_ranks =
-          exactly_its_ranks && (host_of(rank) == host_of(location.ranks[0])) ==
-                                   (std::find(location.ranks.begin(), location.ranks.end(), rank) !=
-                                    location.ranks.end());
-    if (exactly_its_ranks) location.host = host_of(location.ranks[0]);
-  }
-  const std::vector<std::string> spares(
-      spec.hosts.begin() + static_cast<std::ptrdiff_t>(failing_hosts.size()), spec.hosts.end());
-  if (!location.ranks.empty() && failing_hosts.size() == static_cast<size_t>(world) &&
-      !spares.empty()) {
-    auto disagrees = [&](const std::vector<std::string>& labels) {
-      Outcome replica = context.run(check->replica(labels));
-      require_ran(replica, "a replica check on other hosts");
-      return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
-                                      check->step(), kRankTolerance))
-                  .empty();
-    };
-    context.begin_phase("ranks: which hosts", static_cast<int64_t>(2 * world));
-    auto none_kept = hosts_keeping(failing_hosts, spares, {});
-    if (none_kept && disagrees(*none_kept)) {
-      location.host.clear();
-      host_note = "; it stays with the rank on spare hosts too: not a host fault";
-    } else {
-      bisect::Ddmin search(static_cast<size_t>(world));
-      bisect::drive(search, 1, [&](const std::vector<bisect::Subset>& proposals) {
-        std::vector<bisect::Observation> observed;
-        for (const auto& subset : proposals) {
-          std::vector<size_t> kept(subset.begin(), subset.end());
-          auto labels = hosts_keeping(failing_hosts, spares, kept);
-          observed.push_back(!labels              ? bisect::Observation::Skip
-                             : disagrees(*labels) ? bisect::Observation::Bad
-                                                  : bisect::Observation::Good);
-        }
-        return observed;
-      });
-      std::string found;
-      for (size_t rank : search.failing_subset())
-        found += (found.empty() ? "" : ",") + failing_hosts[rank];
-      location.host = search.failing_subset().size() == 1 ? found : "";
-      host_note = "; ddmin over the hosts taking part (spares standing in) needs " + found;
-    }
-  }
+  const auto reference_prints = context.store.fingerprints(checked.reference.run_id);
+  const std::string host_note =
+      locate_rank_host(context, spec, *checked.check,
+                       print_at(reference_prints, checked.compared, checked.check->step()),
+                       checked.compared, hosts, location);
 
   // The evidence: one row per rank.
   const auto timing = timing_by_rank(context.store, outcome.run_id);
   json table = json::array();
-  for (const auto& rank : agreement) {
+  for (const auto& rank : checked.agreement) {
     json row = {{"rank", rank.rank},
-                {"host", host_of(rank.rank)},
-                {"grads_hash", rank.hash},
+                {"host", static_cast<size_t>(rank.rank) < hosts.size()
+                             ? hosts[static_cast<size_t>(rank.rank)]
+                             : ""},
+                {checked.compared + "_hash", rank.hash},
                 {"distance", number_or_null(rank.distance)},
                 {"agreeing_peers", rank.peers},
-                {"verdict", std::find(location.ranks.begin(), location.ranks.end(), rank.rank) !=
-                                    location.ranks.end()
-                                ? "odd"
-                                : "agrees"}};
+                {"verdict", contains(location.ranks, rank.rank) ? "odd" : "agrees"}};
     if (timing.count(rank.rank)) row.update(timing.at(rank.rank));
     table.push_back(row);
   }
-  location.evidence = {{"ranks", table},
-                       {"tolerance", kRankTolerance},
-                       {"healthy_max_distance", divergence->healthy_max},
-                       {"divergence_distance", number_or_null(divergence->distance)},
-                       {"one_rank_run", alone_run},
-                       {"reference_run", reference.run_id},
-                       {"replica_run", location.replica_outcome.run_id}};
+  location.evidence = found->evidence;
+  location.evidence.update({{"ranks", table},
+                            {"compared", checked.compared},
+                            {"tolerance", kRankTolerance},
+                            {"reference_run", checked.reference.run_id},
+                            {"replica_run", location.replica_outcome.run_id}});
+  const std::string odd = fmt::format("{}", fmt::join(location.ranks, ","));
   location.detail = fmt::format(
-      "step {}'s update differs from a 1-rank replay (distance {:.3g} > {:g}); fed the same "
-      "batch, rank(s) {} compute different local gradients{}{}",
-      location.step, divergence->distance, kRankTolerance, fmt::join(location.ranks, ","),
+      "{}; fed the same batch, rank(s) {} {}{}{}", found->how, odd,
+      checked.compared == "params"
+          ? "compute the same gradients as the others but end the step with other parameters: "
+            "they applied the update differently (the optimizer or its state there, or a "
+            "corruption after the allreduce)"
+          : "compute different local gradients",
       location.host.empty() ? "" : " (host " + location.host + ")", host_note);
-  // Parameters that parted before the gradients did: the odd ranks applied an update of their
-  // own (the same averaged gradient, another result: the optimizer or its state on those ranks,
-  // or a corruption after the allreduce), and the gradients of the step after show it.
+  // Found by the 1-rank replay, yet the odd ranks' parameters parted earlier, in a split that a
+  // replay from before it did not repeat: said, not hidden.
   if (auto split = first_params_split(run_prints);
-      split && split->step < location.step &&
-      std::all_of(split->ranks.begin(), split->ranks.end(), [&](int rank) {
-        return std::find(location.ranks.begin(), location.ranks.end(), rank) !=
-               location.ranks.end();
-      })) {
+      split && split->agreed >= 0 && split->step < location.step &&
+      std::all_of(split->ranks.begin(), split->ranks.end(),
+                  [&](int rank) { return contains(location.ranks, rank); })) {
     location.evidence["params_split_step"] = split->step;
     location.detail += fmt::format(
         "; but their parameters already differed from rank 0's after step {}: that step's "
-        "update was applied differently on rank(s) {} (the averaged gradient, the optimizer or "
-        "its state there), and the gradients of step {} only show it",
-        split->step, fmt::join(split->ranks, ","), location.step);
+        "update was applied differently on rank(s) {}, which a replay from before it did not "
+        "repeat",
+        split->step, fmt::join(split->ranks, ","));
   }
   return location;
 }

@@ -54,23 +54,25 @@ std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecor
   std::map<int64_t, std::map<int, const std::string*>> digests;  // step -> rank -> digest
   for (const auto& record : run)
     if (record.what == "params") digests[record.step][record.rank] = &record.hash;
+  int64_t agreed = -1;
   for (const auto& [step, ranks] : digests) {
     auto zero = ranks.find(0);
     if (zero == ranks.end() || ranks.size() < 2) continue;
-    ParamsSplit split{step, {}};
+    ParamsSplit split{step, {}, agreed};
     for (const auto& [rank, digest] : ranks)
       if (*digest != *zero->second) split.ranks.push_back(rank);
     if (!split.ranks.empty()) return split;
+    agreed = step;
   }
   return std::nullopt;
 }
 
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
-                                         double tolerance) {
+                                         double tolerance, const std::string& what) {
   std::vector<const FingerprintRecord*> records;
   for (const auto& record : run)
-    if (record.what == "grads" && record.step == step) records.push_back(&record);
+    if (record.what == what && record.step == step) records.push_back(&record);
   std::sort(
       records.begin(), records.end(),
       [](const FingerprintRecord* a, const FingerprintRecord* b) { return a->rank < b->rank; });

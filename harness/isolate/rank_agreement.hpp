@@ -51,10 +51,11 @@ struct RankAgreement {
   int peers = 0;        // other ranks within tolerance of this one
 };
 
-// Each rank's `grads` fingerprint at `step` against the reference's (when given) and its peers'.
+// Each rank's `what` fingerprint ("grads" or "params") at `step` against the reference's (when
+// given) and its peers'.
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
-                                         double tolerance);
+                                         double tolerance, const std::string& what = "grads");
 
 // Data parallel keeps every rank's parameters bitwise equal. The first step of `run` whose
 // `params` fingerprints are not all rank 0's digest, and the ranks whose digest differs there;
@@ -62,6 +63,9 @@ std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& r
 struct ParamsSplit {
   int64_t step = -1;
   std::vector<int> ranks;
+  // The last step before it whose params all ranks agreed on; -1 when none did (ranks that hold
+  // different parameters from the start, as in model parallelism, are no split).
+  int64_t agreed = -1;
 };
 std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run);
 

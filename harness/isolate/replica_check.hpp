@@ -13,11 +13,11 @@
 
 namespace faultline::harness::isolate {
 
-// Rank 0's grads fingerprint of `step`, or null.
-inline const FingerprintRecord* grads_at(const std::vector<FingerprintRecord>& records,
-                                         int64_t step) {
+// Rank 0's `what` fingerprint ("grads", "params") of `step`, or null.
+inline const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
+                                         const std::string& what, int64_t step) {
   for (const auto& record : records)
-    if (record.what == "grads" && record.step == step && record.rank == 0) return &record;
+    if (record.what == what && record.step == step && record.rank == 0) return &record;
   return nullptr;
 }
 
@@ -96,5 +96,13 @@ class ReplicaCheck {
   int64_t from_ = 0;
   std::string from_path_;
 };
+
+// A bad host or a bad rank (isolate_rank_hosts.cpp): with spare labels after the run's own
+// (`spec.hosts` beyond its ranks), the replica check is run again on other hosts and compared on
+// `what` with `expected`. Sets location.host ("" when not one host); returns the note the finding's
+// detail ends with.
+std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
+                             const FingerprintRecord* expected, const std::string& what,
+                             const std::vector<std::string>& rank_hosts, RankLocation& location);
 
 }  // namespace faultline::harness::isolate

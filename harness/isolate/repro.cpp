@@ -105,14 +105,16 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
   }
   if (kind == detectors::FailureKind::RankDivergence) {
-    // No detector judges it: the same ranks must again disagree with the stored 1-rank reference.
+    // No detector judges it: the same ranks must again disagree with the stored 1-rank reference,
+    // on what the finding compared (findings stored before parameters were compared: gradients).
     const int64_t step = expected_step.get<int64_t>();
+    const std::string what = evidence.value("compared", "grads");
     const FingerprintRecord* expected = nullptr;
     const auto reference = store.fingerprints(evidence.value("reference_run", int64_t{0}));
     for (const auto& record : reference)
-      if (record.what == "grads" && record.step == step) expected = &record;
+      if (record.what == what && record.step == step && record.rank == 0) expected = &record;
     const auto odd = odd_ranks(
-        compare_ranks(store.fingerprints(outcome.run_id), expected, step, kRankTolerance));
+        compare_ranks(store.fingerprints(outcome.run_id), expected, step, kRankTolerance, what));
     report.failure_step = odd.empty() ? -1 : step;
     report.reproduced = !odd.empty() && json(odd) == fields.value("ranks", json::array());
   }

@@ -423,8 +423,9 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
 }
 
 // Under DDP the same planted fault negates part of rank 1's gradient after DDP averaged it: rank
-// 1 applies an update of its own at step 40, and only step 41's gradients differ. The finding
-// names rank 1 and says its parameters parted at step 40.
+// 1 applies an update of its own at step 40. Data parallel keeps the ranks' parameters equal, so
+// the run's own fingerprints date it: step 40, where they part (not 41, where the next gradients
+// show it).
 TEST(ExternalTrainer, AnUpdateAppliedDifferentlyOnOneDdpRankIsDatedByItsParameters) {
   const std::string dir = make_temp_dir("ext-ddp-update");
   auto cli = faultline_cli(
@@ -434,10 +435,42 @@ TEST(ExternalTrainer, AnUpdateAppliedDifferentlyOnOneDdpRankIsDatedByItsParamete
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
   EXPECT_EQ(cli.doc.at("rank"), 1);
-  EXPECT_EQ(cli.doc.at("step"), 41);
+  EXPECT_EQ(cli.doc.at("step"), 40);
+  EXPECT_EQ(cli.doc.at("phase"), "backward");  // its gradient, after DDP's average, differs
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
-              HasSubstr("but their parameters already differed from rank 0's after step 40: that "
-                        "step's update was applied differently on rank(s) 1"));
+              HasSubstr("the ranks' parameters parted after step 40 (rank(s) 1 differ from rank "
+                        "0's; data parallel keeps them bitwise equal); fed the same batch, rank(s) "
+                        "1 compute different local gradients"));
+}
+
+// Silent corruption in one rank's optimizer: rank 1 applies the same averaged gradient
+// differently at step 40 (its parameters off by 1 % after the update). No gradient differs at
+// that step, and from the next one every rank computes from the same wrong average, so a replay
+// on one rank could not date it. The ranks' own parameters do: step 40, rank 1, in the optimizer,
+// and the repro (a replica check comparing parameters) repeats it bit for bit.
+TEST(ExternalTrainer, AnUpdateAppliedDifferentlyWithTheSameGradientsIsFoundInTheOptimizer) {
+  const std::string dir = make_temp_dir("ext-update");
+  auto cli =
+      faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
+                              {"fault.corrupt_update_rank=1", "fault.corrupt_update_step=40"}),
+                    dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("step"), 40);
+  EXPECT_EQ(cli.doc.at("phase"), "optimizer");
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
+              HasSubstr("rank(s) 1 compute the same gradients as the others but end the step "
+                        "with other parameters"));
+  for (const auto& row : cli.doc.at("rank_evidence"))
+    EXPECT_EQ(row.at("verdict"), row.at("rank") == 1 ? "odd" : "agrees") << row.dump();
+
+  std::string finding = "F";
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding, "--json"}, dir, 300);
+  ASSERT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_EQ(repro.doc.at("reproduced"), true);
+  EXPECT_EQ(repro.doc.at("bitwise_identical"), true);
 }
 
 // A torchrun-style job with the model in DistributedDataParallel (2 ranks, Gloo), NaN in

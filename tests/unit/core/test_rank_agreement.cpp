@@ -101,6 +101,7 @@ TEST(RankAgreement, ParamsSplitIsTheFirstStepARanksParametersLeaveRankZeros) {
   ASSERT_TRUE(split.has_value());
   EXPECT_EQ(split->step, 4);
   EXPECT_EQ(split->ranks, std::vector<int>{2});
+  EXPECT_EQ(split->agreed, 3);
   // One rank fingerprinted at a step, or every rank equal: no split.
   std::vector<FingerprintRecord> alone = {print(0, 1, "a", {1}, "params"),
                                           print(1, 2, "b", {1}, "params")};
@@ -109,6 +110,30 @@ TEST(RankAgreement, ParamsSplitIsTheFirstStepARanksParametersLeaveRankZeros) {
                            [](const FingerprintRecord& r) { return r.hash == "other"; }),
             run.end());
   EXPECT_FALSE(first_params_split(run).has_value());
+}
+
+TEST(RankAgreement, ParamsThatNeverAgreedSplitWithNoAgreedStep) {
+  // Ranks holding different shards from the start (model parallelism): a split, but never agreed.
+  std::vector<FingerprintRecord> run = {print(0, 1, "a", {1}, "params"),
+                                        print(1, 1, "b", {1}, "params")};
+  const auto split = first_params_split(run);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->step, 1);
+  EXPECT_EQ(split->agreed, -1);
+}
+
+TEST(RankAgreement, RanksAreComparedOnTheFingerprintAsked) {
+  // The same gradients, another update on rank 1: grads agree, params do not.
+  const auto grads = print(0, 7, "g", {1, 2});
+  const auto params = print(0, 7, "p", {5, 5}, "params");
+  std::vector<FingerprintRecord> run = {print(0, 7, "g", {1, 2}), print(1, 7, "g", {1, 2}),
+                                        print(0, 7, "p", {5, 5}, "params"),
+                                        print(1, 7, "q", {5.5, 5}, "params")};
+  EXPECT_TRUE(odd_ranks(compare_ranks(run, &grads, 7, 1e-4)).empty());
+  const auto ranks = compare_ranks(run, &params, 7, 1e-4, "params");
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[1].hash, "q");
+  EXPECT_EQ(odd_ranks(ranks), std::vector<int>{1});
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+// Phase 2c, last part: a bad host or a bad rank. The odd ranks of a replica check are checked
+// again with spare host labels standing in: the fault follows the rank, or ddmin over the hosts
+// taking part names the host.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "bisect/ddmin.hpp"
+#include "bisect/drive.hpp"
+#include "harness/isolate/rank_agreement.hpp"
+#include "harness/isolate/replica_check.hpp"
+#include "store/store.hpp"
+
+namespace faultline::harness::isolate {
+
+namespace {
+
+// The host labels each rank gets when only `kept` of the failing run's hosts take part: the
+// others are replaced, in rank order, by spare labels. nullopt: not enough spares.
+std::optional<std::vector<std::string>> hosts_keeping(const std::vector<std::string>& failing,
+                                                      const std::vector<std::string>& spares,
+                                                      const std::vector<size_t>& kept) {
+  std::vector<std::string> hosts;
+  size_t spare = 0;
+  for (size_t rank = 0; rank < failing.size(); ++rank) {
+    if (std::find(kept.begin(), kept.end(), rank) != kept.end()) {
+      hosts.push_back(failing[rank]);
+    } else {
+      if (spare >= spares.size()) return std::nullopt;
+      hosts.push_back(spares[spare++]);
+    }
+  }
+  return hosts;
+}
+
+bool contains(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+}  // namespace
+
+std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
+                             const FingerprintRecord* expected, const std::string& what,
+                             const std::vector<std::string>& rank_hosts, RankLocation& location) {
+  const int world = spec.ranks;
+  auto host_of = [&](int rank) {
+    return static_cast<size_t>(rank) < rank_hosts.size() ? rank_hosts[static_cast<size_t>(rank)]
+                                                         : "";
+  };
+  if (location.ranks.size() == 1) location.host = host_of(location.ranks[0]);
+  // Several odd ranks are one host's when they are exactly the ranks on it (a bad node of a
+  // Slurm job with several tasks per node).
+  if (location.ranks.size() > 1 && !host_of(location.ranks[0]).empty()) {
+    bool exactly_its_ranks = true;
+    for (int rank = 0; rank < world; ++rank)
+      exactly_its_ranks = exactly_its_ranks && (host_of(rank) == host_of(location.ranks[0])) ==
+                                                   contains(location.ranks, rank);
+    if (exactly_its_ranks) location.host = host_of(location.ranks[0]);
+  }
+
+  std::vector<std::string> failing_hosts = spec.hosts;
+  failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
+  const std::vector<std::string> spares(
+      spec.hosts.begin() + static_cast<std::ptrdiff_t>(failing_hosts.size()), spec.hosts.end());
+  if (location.ranks.empty() || failing_hosts.size() != static_cast<size_t>(world) ||
+      spares.empty())
+    return "";
+  auto disagrees = [&](const std::vector<std::string>& labels) {
+    Outcome replica = context.run(check.replica(labels));
+    if (replica.verdict == Verdict::InfraError)
+      throw InfraError("a replica check on other hosts could not run (run " +
+                       std::to_string(replica.run_id) + "): " + replica.infra_detail);
+    return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
+                                    check.step(), kRankTolerance, what))
+                .empty();
+  };
+  context.begin_phase("ranks: which hosts", static_cast<int64_t>(2 * world));
+  auto none_kept = hosts_keeping(failing_hosts, spares, {});
+  if (none_kept && disagrees(*none_kept)) {
+    location.host.clear();
+    return "; it stays with the rank on spare hosts too: not a host fault";
+  }
+  bisect::Ddmin search(static_cast<size_t>(world));
+  bisect::drive(search, 1, [&](const std::vector<bisect::Subset>& proposals) {
+    std::vector<bisect::Observation> observed;
+    for (const auto& subset : proposals) {
+      std::vector<size_t> kept(subset.begin(), subset.end());
+      auto labels = hosts_keeping(failing_hosts, spares, kept);
+      observed.push_back(!labels              ? bisect::Observation::Skip
+                         : disagrees(*labels) ? bisect::Observation::Bad
+                                              : bisect::Observation::Good);
+    }
+    return observed;
+  });
+  std::vector<std::string> found;
+  for (size_t rank : search.failing_subset()) found.push_back(failing_hosts[rank]);
+  location.host = found.size() == 1 ? found[0] : "";
+  return fmt::format("; ddmin over the hosts taking part (spares standing in) needs {}",
+                     fmt::join(found, ","));
+}
+
+}  // namespace faultline::harness::isolate
