@@ -64,6 +64,28 @@ class Corpus:
         rows = self.tokens[torch.tensor(samples)[:, None] * self.block_size + self.offsets]
         return rows[:, :-1], rows[:, 1:]
 
+    # A map-style dataset too, for --loader torch: a DataLoader's default collate stacks these
+    # into get()'s tensors, bit for bit.
+    def __len__(self):
+        return self.n_samples
+
+    def __getitem__(self, sample):
+        x, y = self.get([sample])
+        return x[0], y[0]
+
+
+def micro_batches(s, batch, args, data, loader):
+    """(sample indices, inputs, targets) of each micro-batch of the step: loaded ahead by a torch
+    DataLoader's workers (--loader torch), or indexed here, timed as data loading."""
+    if loader is not None:
+        for x, y in s.micro_batches(loader=loader):
+            yield s.micro_samples, x, y
+        return
+    for samples in s.micro_batches(batch, args.grad_accum):
+        with s.data():
+            x, y = data.get(samples)
+        yield samples, x, y
+
 
 def load_corpus(args):
     if args.data:
@@ -329,6 +351,9 @@ def parse_args(argv=None):
     add("--block-size", type=int, default=32)
     add("--vocab-size", type=int, default=64)
     add("--data", default="", help="a file of raw bytes as tokens (needs --vocab-size 256)")
+    add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
+        "--workers worker processes loads the micro-batches (run.data_loader)")
+    add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
     add("--data-seed", type=int, default=1, help="seed of the synthetic language")
     add("--data-tokens", type=int, default=32768, help="tokens of the synthetic corpus")
     add("--log-every", type=int, default=10, help="progress lines on stdout (rank 0); 0: none")
@@ -393,18 +418,20 @@ def main(argv=None):
         print(f"train.py: {n_params} parameters, {data.n_samples} samples, {run.world_size} "
               f"rank(s) on {run.device}, steps {run.first_step}..{args.steps}", flush=True)
 
+    loader = None
+    if args.loader == "torch":
+        loader = run.data_loader(data, args.batch_size, args.steps, args.grad_accum,
+                                 num_workers=args.workers)
     for step in run.steps(args.steps):
         faults.at_step_start(step)
         batch = run.global_batch(step, data.n_samples, args.batch_size)
         with run.step(step) as s:
-            for samples in s.micro_batches(batch, args.grad_accum):
-                with s.data():
-                    x, y = data.get(samples)
-                    bad = (x >= args.vocab_size).any(1).nonzero().flatten().tolist()
-                    if bad:  # a token the embedding cannot look up: report the sample, exit 4
-                        s.data_anomaly(samples[bad[0]], f"token id {int(x[bad[0]].max())} is "
-                                       f"not below --vocab-size {args.vocab_size}", where=args.data)
-                    x, y = x.to(run.device), y.to(run.device)
+            for samples, x, y in micro_batches(s, batch, args, data, loader):
+                bad = (x >= args.vocab_size).any(1).nonzero().flatten().tolist()
+                if bad:  # a token the embedding cannot look up: report the sample, exit 4
+                    s.data_anomaly(samples[bad[0]], f"token id {int(x[bad[0]].max())} is "
+                                   f"not below --vocab-size {args.vocab_size}", where=args.data)
+                x, y = x.to(run.device), y.to(run.device)
                 faults.samples = samples
                 with (torch.autocast(run.device.type, dtype=autocast_dtype) if autocast_dtype
                       else nullcontext()):

@@ -364,6 +364,92 @@ def rank_share(batch, rank, world_size):
     return list(batch[rank * per_rank:(rank + 1) * per_rank])
 
 
+def _plan_step(run, number, batch, grad_accum):
+    """This rank's samples of step `number`'s global batch, their micro-batch count, and the
+    replayed samples (a set; None when the step is no replay). Exits 2 on a batch that does not
+    split. Pure: Step.micro_batches and a data loader's batch sampler plan alike."""
+    s = run.settings
+    share = run.rank_share(batch)
+    if s.replays(number):
+        wanted = set(s.replay_samples)
+        source = batch if s.replay_ranks == "all" else share
+        samples = [i for i in source if i in wanted]
+        if not samples:
+            _usage_exit(f"none of the replayed samples is in this rank's part of step {number}'s "
+                        "batch (FAULTLINE_REPLAY_SAMPLES); choose samples of that step's global "
+                        "batch: " + ",".join(map(str, batch[:64])))
+        return samples, 1, wanted
+    count = run.grad_accum(grad_accum)
+    if len(share) % count:
+        _usage_exit(f"this rank's {len(share)} samples of the batch do not split into {count} "
+                    "micro-batches (grad_accum x FAULTLINE_ACCUMULATE); choose a batch size that "
+                    "divides by WORLD_SIZE x micro-batches")
+    return share, count, None
+
+
+# ------------------------------------------------------------------------------------------------
+# A torch DataLoader that loads the micro-batches the steps ask for (Run.data_loader).
+
+class _Indexed:
+    """A dataset whose items carry their index, so a loaded micro-batch says which it holds."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        return index, self.dataset[index]
+
+
+class _IndexedCollate:
+    """Your collate_fn over the items; the indices beside its result."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, items):
+        return [int(i) for i, _ in items], self.collate([item for _, item in items])
+
+
+class _StepBatches:
+    """The batch sampler: this rank's micro-batches of steps first..last, in the order
+    Step.micro_batches takes them (the same plan, replays included)."""
+
+    def __init__(self, run, n_samples, batch_size, grad_accum, first, last):
+        self.run, self.n_samples, self.batch_size = run, n_samples, batch_size
+        self.grad_accum, self.first, self.last = grad_accum, first, last
+
+    def __iter__(self):
+        for step in range(self.first, self.last + 1):
+            batch = self.run.global_batch(step, self.n_samples, self.batch_size)
+            samples, count, _ = _plan_step(self.run, step, batch, self.grad_accum)
+            rows = len(samples) // count
+            for m in range(count):
+                yield samples[m * rows:(m + 1) * rows]
+
+
+class StepLoader:
+    """What Run.data_loader() returns, for s.micro_batches(loader=...): `loader` is the torch
+    DataLoader, read through one iterator from the run's first step on."""
+
+    def __init__(self, loader, n_samples, batch_size, grad_accum):
+        self.loader, self.n_samples = loader, n_samples
+        self.batch_size, self.grad_accum = batch_size, grad_accum
+        self._iterator = None
+
+    def next(self):
+        """(sample indices, loaded micro-batch) of the next micro-batch."""
+        if self._iterator is None:  # its workers start here, after a resume's RNG restore
+            self._iterator = iter(self.loader)
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            raise RuntimeError("the data loader has no micro-batch left: make it with the same "
+                               "total as run.steps(total)") from None
+
+
 # ------------------------------------------------------------------------------------------------
 # Determinism.
 
@@ -718,6 +804,36 @@ class Run:
         """Micro-batches per rank and step: yours times FAULTLINE_ACCUMULATE."""
         return int(base) * self.settings.accumulate
 
+    def data_loader(self, dataset, batch_size, total, grad_accum=1, **options):
+        """A torch DataLoader over `dataset` (samples 0..len(dataset)-1) that loads this rank's
+        micro-batches of the steps run.steps(total) runs, in order, for
+        s.micro_batches(loader=...): global_batch(step, len(dataset), batch_size) split as
+        micro_batches(batch, grad_accum) splits it, replays included. `options` are
+        DataLoader's own (num_workers, collate_fn, pin_memory, prefetch_factor, ...): its
+        workers load ahead while a step computes. Call it after start(): a resumed run loads
+        from its first step. Making it draws nothing from torch's global RNG (its workers' seeds
+        come from a generator seeded with the run's seed), so the model's random numbers are
+        those of a run without it; a dataset that draws random numbers in its workers is not
+        replayed bit for bit (derive them from the index instead)."""
+        if self.first_step is None:
+            raise RuntimeError("call run.start(model, optimizer) before run.data_loader()")
+        chosen = sorted({"shuffle", "sampler", "batch_sampler", "drop_last"} & set(options))
+        if chosen:
+            raise TypeError(f"run.data_loader() chooses {', '.join(chosen)} itself: a step's "
+                            "global batch is global_batch(step, len(dataset), batch_size)")
+        from torch.utils.data import DataLoader
+        from torch.utils.data.dataloader import default_collate
+        stop = self.settings.stop_after
+        last = min(total, stop) if stop > 0 else total
+        n_samples = len(dataset)
+        collate = options.pop("collate_fn", None) or default_collate
+        generator = options.pop("generator", None) or torch.Generator().manual_seed(self.seed)
+        loader = DataLoader(_Indexed(dataset), collate_fn=_IndexedCollate(collate),
+                            generator=generator,
+                            batch_sampler=_StepBatches(self, n_samples, batch_size, grad_accum,
+                                                       self.first_step, last), **options)
+        return StepLoader(loader, n_samples, batch_size, grad_accum)
+
     # -- stepping -----------------------------------------------------------------------------
 
     def step(self, number):
@@ -911,39 +1027,47 @@ class Step:
 
     # -- the parts of a step ----------------------------------------------------------------
 
-    def micro_batches(self, batch, grad_accum=1):
+    def micro_batches(self, batch=None, grad_accum=1, loader=None):
         """This rank's samples of the global `batch`, as grad_accum x FAULTLINE_ACCUMULATE
         micro-batches (lists of global sample indices). At FAULTLINE_REPLAY_STEP: the replayed
-        samples only, in one micro-batch (all of them on every rank in replica mode)."""
+        samples only, in one micro-batch (all of them on every rank in replica mode).
+        With loader= (a run.data_loader()): the batch and grad_accum are the loader's, and each
+        micro-batch comes loaded (what its collate_fn returns); the wait for it is data time."""
+        if loader is not None:
+            return self._loaded(loader)
         run, s = self._run, self._run.settings
         self.batch = [int(i) for i in batch]
-        share = run.rank_share(self.batch)
-        replay = s.replays(self.number)
-        if replay:
-            wanted = set(s.replay_samples)
-            source = self.batch if s.replay_ranks == "all" else share
-            self.samples = [i for i in source if i in wanted]
-            if not self.samples:
-                _usage_exit(f"none of the replayed samples is in this rank's part of step "
-                            f"{self.number}'s batch (FAULTLINE_REPLAY_SAMPLES); choose samples "
-                            "of that step's global batch: " + ",".join(map(str, self.batch[:64])))
-            count = 1
-        else:
-            self.samples, count = share, run.grad_accum(grad_accum)
-            if len(share) % count:
-                _usage_exit(f"this rank's {len(share)} samples of the batch do not split into "
-                            f"{count} micro-batches (grad_accum x FAULTLINE_ACCUMULATE); choose a "
-                            "batch size that divides by WORLD_SIZE x micro-batches")
+        self.samples, count, wanted = _plan_step(run, self.number, self.batch, grad_accum)
         # The batch of a step, for faultline to split or to replay on every rank: at the replay
         # step, at full-probe steps, and at every step of a run fingerprinted at every step.
         if (self.number == s.replay_step or s.full_probes_at(self.number)
                 or s.fingerprint_every == 1):
-            trained = [i for i in self.batch if i in wanted] if replay else self.batch
+            trained = [i for i in self.batch if i in wanted] if wanted is not None else self.batch
             run.metrics.event("batch", step=self.number, samples=trained,
                               rank_samples=self.samples)
         self._micro_count = count
         rows = len(self.samples) // count
         return self._each([self.samples[m * rows:(m + 1) * rows] for m in range(count)])
+
+    @property
+    def micro_samples(self):
+        """The global sample indices of the micro-batch being computed (None between them)."""
+        return self._current
+
+    def _loaded(self, loader):
+        if not isinstance(loader, StepLoader):
+            raise TypeError("micro_batches(loader=...) takes what run.data_loader() returns")
+        batch = self._run.global_batch(self.number, loader.n_samples, loader.batch_size)
+        for micro in self.micro_batches(batch, loader.grad_accum):
+            with self.data():
+                samples, data = loader.next()
+            if samples != micro:
+                raise RuntimeError(
+                    f"step {self.number}: the data loader delivered samples {samples[:8]} where "
+                    f"this micro-batch is {micro[:8]}; make the loader with run.data_loader() "
+                    "after run.start(), and take every micro-batch of every step from "
+                    "s.micro_batches(loader=...)")
+            yield data
 
     def _each(self, micros):
         run = self._run

@@ -219,6 +219,21 @@ TEST(ExternalTrainer, HelperScriptPoisonedSampleIsNamedByItsIndex) {
   EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
 }
 
+// The same with the micro-batches loaded by a torch DataLoader's worker processes
+// (run.data_loader): each replay of the sample search loads only the samples it asks for.
+TEST(ExternalTrainer, APoisonedSampleLoadedByDataLoaderWorkersIsNamedByItsIndex) {
+  const std::string dir = make_temp_dir("ext-loader");
+  const auto [poison, step] = sample_first_drawn_in(20, 40);
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
+                                     {"train.loader=torch", "train.workers=2",
+                                      "fault.poison_sample=" + std::to_string(poison)}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), step);
+  EXPECT_EQ(cli.doc.at("where"), "wte");
+  EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
+}
+
 TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
   const std::string dir = make_temp_dir("ext-corrupt");
   auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},

@@ -242,6 +242,36 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual(end["error"], "ValueError: shape mismatch in step 1")
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_a_data_loader_is_made_after_start_and_read_one_micro_batch_after_another(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = fp.Run(config={"case": "loader"}, seed=1, threads=1,
+                         environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
+                                  "FAULTLINE_OUT": tmp})
+            dataset = [torch.full((2,), float(i)) for i in range(16)]
+            with self.assertRaisesRegex(RuntimeError, r"before run\.data_loader"):
+                run.data_loader(dataset, 4, 3)
+            model = torch.nn.Linear(2, 1)
+            run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
+            with self.assertRaisesRegex(TypeError, "chooses drop_last, shuffle itself"):
+                run.data_loader(dataset, 4, 3, shuffle=True, drop_last=True)
+            loader = run.data_loader(dataset, 4, 3, grad_accum=2)
+            run.steps(3)
+            for step in (1, 2):
+                with run.step(step) as s:
+                    batch = run.global_batch(step, 16, 4)
+                    for k, x in enumerate(s.micro_batches(loader=loader)):
+                        self.assertEqual(s.micro_samples, batch[2 * k:2 * k + 2])
+                        self.assertEqual(x[:, 0].tolist(), [float(i) for i in s.micro_samples])
+                        s.backward(model(x).square().mean())
+                        if step == 2:
+                            break  # the step's second micro-batch is left in the loader
+            # Step 3 would get step 2's second micro-batch: a loop that skips one is told so.
+            with self.assertRaisesRegex(RuntimeError, "step 3: the data loader delivered"):
+                with run.step(3) as s:
+                    next(iter(s.micro_batches(loader=loader)))
+            run.end()
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")
@@ -405,6 +435,42 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         anomaly, = resumed.records(type_="anomaly")
         self.assertEqual((anomaly["phase"], anomaly["where"], anomaly["probe"]),
                          ("loss", "loss", "cheap"), "cheap probes only see the loss")
+
+    def test_a_torch_data_loader_trains_the_same_bits_resumes_and_replays(self):
+        # DataLoader workers load each micro-batch the step asks for: the same bits as indexing,
+        # a resume loads from its first step, and a replay loads the replayed samples only.
+        args = ["--steps", "6", "--grad-accum", "2"] + QUIET
+        index = Trial(os.path.join(self.tmp, "index"), args, FAULTLINE_FINGERPRINT_EVERY=1)
+        loaded = Trial(os.path.join(self.tmp, "loaded"), args + ["--loader", "torch"],
+                       FAULTLINE_FINGERPRINT_EVERY=1, FAULTLINE_CHECKPOINT_EVERY=3)
+        index.wait()
+        loaded.wait()
+        self.assertEqual(loaded.codes, [0], loaded.stderr())
+        self.assert_protocol(loaded.records())
+
+        def bits(records):
+            return [(r["step"], r["type"], r.get("what"), r.get("hash"), r.get("loss"),
+                     r.get("grad_norm")) for r in records if r["type"] in ("step", "fingerprint")]
+
+        self.assertEqual(bits(loaded.records()), bits(index.records()))
+        self.assertTrue(all(r["data_ms"] > 0 for r in loaded.records(type_="step")))
+        checkpoint = loaded.records(type_="event", name="checkpoint")[0]
+        self.assertEqual(checkpoint["step"], 3)
+        resumed = run(os.path.join(self.tmp, "resumed"), args + ["--loader", "torch"],
+                      FAULTLINE_RESUME=checkpoint["path"], FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        self.assertEqual(bits(resumed.records()), [b for b in bits(index.records()) if b[0] > 3])
+
+        batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
+        poison, other = batch[5], batch[2]
+        replay = run(os.path.join(self.tmp, "replay"),
+                     ["--steps", "4", "--loader", "torch", "--poison-sample", str(poison)] + QUIET,
+                     FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=2, FAULTLINE_REPLAY_STEP=2,
+                     FAULTLINE_REPLAY_SAMPLES=f"{poison},{other}")
+        self.assertEqual(replay.codes, [3], replay.stderr())
+        anomaly, = replay.records(type_="anomaly")
+        self.assertEqual((anomaly["where"], anomaly["samples"]), ("wte", [poison]))
+        self.assertEqual(by_step(replay.records(), "step")[2]["tokens"], 2 * 32)
 
     def test_poisoned_sample_in_a_replayed_batch(self):
         batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
@@ -570,6 +636,19 @@ class Ranks(unittest.TestCase, ProtocolChecks):
             self.assertEqual([k for k in theirs if theirs[k]["skipped"]], [4, 5])
             for k in theirs:
                 for field in ("loss", "grad_norm", "param_norm", "loss_scale"):
+                    self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+
+    def test_two_ranks_load_their_shares_through_a_torch_data_loader(self):
+        args = ["--steps", "4", "--grad-accum", "2"] + QUIET
+        index = Trial(os.path.join(self.tmp, "index"), args, ranks=2)
+        loaded = Trial(os.path.join(self.tmp, "loaded"), args + ["--loader", "torch"], ranks=2)
+        index.wait()
+        loaded.wait()
+        self.assertEqual(loaded.codes, [0, 0], loaded.stderr(0) + loaded.stderr(1))
+        for rank in (0, 1):
+            mine, theirs = by_step(index.records(rank), "step"), by_step(loaded.records(rank), "step")
+            for k in range(1, 5):
+                for field in ("loss", "grad_norm", "param_norm", "tokens"):
                     self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
 
     def test_replica_mode_shows_the_rank_with_corrupt_gradients(self):
