@@ -479,10 +479,13 @@ def make_deterministic(threads=None, cuda=False):
     torch.backends.cudnn.benchmark = False
     if threads:
         torch.set_num_threads(int(threads))
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # only possible before any parallel work has started
-        pass
+    # Only possible before any parallel work has started, and only once: torch 1.13 aborts the
+    # process (no exception) when it is set again, as a second Run in one process would.
+    if torch.get_num_interop_threads() != 1:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
     if threads and torch.get_num_threads() != int(threads):
         failed.append(f"torch.set_num_threads({threads}) left {torch.get_num_threads()} threads")
     flags = {
