@@ -182,9 +182,11 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
   for (const auto& interval : intervals)
     replays.push_back(trainer.prefix(trainer.resume(single, interval.from), interval.to));
   const auto alone_runs = context.run(replays);
+  std::vector<int64_t> alone_run_ids;  // one per interval, in step order
   for (size_t i = 0; i < intervals.size(); ++i) {
     require_ran(alone_runs[i], "the 1-rank replay");
     intervals[i].alone_run = alone_runs[i].run_id;
+    alone_run_ids.push_back(alone_runs[i].run_id);
   }
   // The first candidate after `after`, interval by interval.
   auto next_candidate =
@@ -231,7 +233,8 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
                                    divergence->step, divergence->distance, kRankTolerance),
                        {{"healthy_max_distance", divergence->healthy_max},
                         {"divergence_distance", number_or_null(divergence->distance)},
-                        {"one_rank_run", alone_runs.front().run_id}}};
+                        {"one_rank_run", alone_runs.front().run_id},
+                        {"one_rank_runs", alone_run_ids}}};
     after = divergence->step;
   }
   return std::nullopt;  // drift only: every candidate's ranks agree

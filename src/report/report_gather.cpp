@@ -14,6 +14,7 @@
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
 #include "report/plot_data.hpp"
+#include "report/rank_plot.hpp"
 #include "report/step_thinner.hpp"
 
 namespace faultline::report {
@@ -347,6 +348,28 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   report.loss = failing_records.rank_loss(
       fields.value("rank", json()).is_number_integer() ? fields["rank"].get<int>() : -1);
   report.plots = metric_plots(failing, others, band);
+  // A rank finding stands on fingerprints, not on the loss: their plot goes first.
+  if (detectors::parse_failure_kind(fields.value("kind", "")) ==
+      detectors::FailureKind::RankDivergence) {
+    // The 1-rank replay, one run per checkpoint interval (a finding stored before
+    // one_rank_runs existed names the first interval's only).
+    std::vector<int64_t> replays = evidence.value("one_rank_runs", std::vector<int64_t>{});
+    if (replays.empty() && evidence.value("one_rank_run", int64_t{0}) > 0)
+      replays.push_back(evidence["one_rank_run"].get<int64_t>());
+    std::vector<FingerprintRecord> replayed;
+    for (int64_t run : replays) {
+      const auto prints = store.fingerprints(run);
+      replayed.insert(replayed.end(), prints.begin(), prints.end());
+    }
+    const std::string label =
+        replays.empty() ? ""
+        : replays.size() > 3
+            ? fmt::format("1-rank replay ({} runs, one per checkpoint interval)", replays.size())
+            : fmt::format("1-rank replay (run{} {})", replays.size() > 1 ? "s" : "",
+                          fmt::join(replays, ","));
+    if (auto plot = rank_params_plot(store.fingerprints(failing_run), replayed, label))
+      report.plots.insert(report.plots.begin(), std::move(*plot));
+  }
   return report;
 }
 

@@ -486,6 +486,15 @@ TEST(ExternalTrainer, AnUpdateAppliedDifferentlyWithTheSameGradientsIsFoundInThe
   ASSERT_EQ(repro.result.exit_code, 0) << repro.result.output;
   EXPECT_EQ(repro.doc.at("reproduced"), true);
   EXPECT_EQ(repro.doc.at("bitwise_identical"), true);
+
+  // The report's first plot is the evidence: rank 1's parameters leave rank 0's at step 40.
+  auto report = faultline_cli({"report", finding, "--html", dir + "/f.html"}, dir);
+  ASSERT_EQ(report.result.exit_code, 0) << report.result.output;
+  const std::string page = text_of(dir + "/f.html");
+  const auto plot = page.find("\"id\":\"params_distance\"");
+  ASSERT_NE(plot, std::string::npos);
+  EXPECT_LT(plot, page.find("\"id\":\"loss\""));
+  EXPECT_THAT(page, HasSubstr("rank 1 vs rank 0"));
 }
 
 // A torchrun-style job with the model in DistributedDataParallel (2 ranks, Gloo), NaN in
