@@ -52,8 +52,9 @@ def synthetic_tokens(vocab_size, n_tokens, seed, branching=4, uniform=0.02):
 
 
 class Corpus:
-    def __init__(self, tokens, block_size):
+    def __init__(self, tokens, block_size, sample_delay_ms=0.0):
         self.tokens, self.block_size = tokens, block_size
+        self.delay_s = sample_delay_ms / 1000  # --sample-delay-ms: a slow data source
         self.n_samples = (len(tokens) - 1) // block_size
         if self.n_samples < 1:
             sys.exit(f"train.py: the corpus has {len(tokens)} tokens, fewer than one sample")
@@ -61,6 +62,8 @@ class Corpus:
 
     def get(self, samples):
         """Inputs and next-token targets of these samples, (len(samples), block_size) each."""
+        if self.delay_s:
+            time.sleep(self.delay_s * len(samples))
         rows = self.tokens[torch.tensor(samples)[:, None] * self.block_size + self.offsets]
         return rows[:, :-1], rows[:, 1:]
 
@@ -93,7 +96,7 @@ def load_corpus(args):
             tokens = torch.tensor(list(f.read()), dtype=torch.long)
     else:
         tokens = synthetic_tokens(args.vocab_size, args.data_tokens, args.data_seed)
-    return Corpus(tokens, args.block_size)
+    return Corpus(tokens, args.block_size, args.sample_delay_ms)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -360,6 +363,8 @@ def parse_args(argv=None):
     add("--nan-step", type=int, default=0, help="fault: at this step ...")
     add("--nan-layer", default="", help="... this module's output turns NaN")
     add("--poison-sample", type=int, default=-1, help="fault: this sample's embedding is NaN")
+    add("--sample-delay-ms", type=float, default=0.0, help="fault: each sample takes this long "
+        "to load (a slow data source)")
     add("--overflow-step", type=int, default=0, help="fault: from this step the gradients are "
         "infinite (an fp16 overflow) ...")
     add("--overflow-steps", type=int, default=1, help="... for this many steps")

@@ -234,6 +234,19 @@ TEST(ExternalTrainer, APoisonedSampleLoadedByDataLoaderWorkersIsNamedByItsIndex)
   EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
 }
 
+// A DataLoader that cannot keep up: one worker, 10 ms a sample, a 5 ms step. The step waits for
+// each micro-batch (s.micro_batches(loader=) times the wait as data), and the run is a data stall.
+TEST(ExternalTrainer, ADataLoaderThatCannotKeepUpIsADataStall) {
+  const std::string dir = make_temp_dir("ext-loader-stall");
+  auto cli = faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
+                                     {"train.steps=20", "train.loader=torch", "train.workers=1",
+                                      "fault.sample_delay_ms=10"}),
+                           dir, 300, {}, TimingDetectors::On);
+  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  EXPECT_EQ(kinds_of(cli.doc.at("failures")), std::vector<std::string>{"data_stall"})
+      << cli.doc.dump();
+}
+
 TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
   const std::string dir = make_temp_dir("ext-corrupt");
   auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
