@@ -185,6 +185,9 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
         restarted = false;
       }
       part_last = std::max(part_last, step->step);
+      if (file.last_step_t > 0)
+        file.slowest_gap_s = std::max(file.slowest_gap_s, step->t - file.last_step_t);
+      file.last_step_t = step->t;
     }
     if (const auto* event = std::get_if<EventRecord>(&record)) {
       const json fields = json::parse(event->json, nullptr, false);
@@ -193,7 +196,8 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
           file.restarts.push_back({rank, part_last, file.ended, 0, 0});
           part_last = 0;
           file.ended = false;
-          file.collective_entered = 0;  // a new process counts its collectives from 1
+          file.collective_entered = 0;                // a new process counts its collectives from 1
+          file.last_step_t = file.slowest_gap_s = 0;  // a requeue's wait is no step's
           part_begin = file.records.size();
           restarted = true;
         }
@@ -203,6 +207,7 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
         file.restarts.back().resumed_from = *event->step;
       if (event->name == "end" && fields.is_object()) {
         file.ended = true;
+        file.end_t = event->t;
         file.end_status = text_field(fields, "status");
         file.end_error = text_field(fields, "error");
       }

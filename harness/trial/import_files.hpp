@@ -43,6 +43,10 @@ struct RankFile {
   std::string end_status, end_error;
   std::vector<Restart> restarts;
   int64_t last_step = 0;
+  // Its last part's timing, in the records' own clock (t, seconds): when its last step record
+  // was written, the longest wait between two step records (a checkpoint save, an evaluation
+  // and a slow step alike), and when its end event was.
+  double last_step_t = 0, slowest_gap_s = 0, end_t = 0;
   int64_t collective_entered = 0;  // its last part's newest collective heartbeat's seq (0: none)
   // The Python stacks it wrote when signalled (SIGUSR1, e.g. sbatch --signal=USR1@60), from
   // stacks.rank<r>.txt beside its file as FAULTLINE_STACKS names it; "" when none.

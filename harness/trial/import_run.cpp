@@ -32,6 +32,9 @@ namespace {
 
 constexpr const char* kImportLauncher = "import";  // an imported run's launcher, as stored
 constexpr const char* kErrorEnd = "error";         // the end status of a script an exception ended
+// The end status of a rank its scheduler stopped with SIGTERM (a time limit, a cancel): the
+// helper writes it before the signal ends the process.
+constexpr const char* kTerminatedEnd = "terminated";
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
 // faultline-train's start event carries its config as TOML text; another trainer's is a JSON
@@ -100,6 +103,21 @@ std::string stacks_of(const RankFile& file, int rank) {
                                            file.stacks_path, file.stacks);
 }
 
+// A rank SIGTERM stopped long after its last step record had stopped making progress: the time
+// limit (or cancel) only ended a hang. Long is more than 20 times its longest wait between two
+// step records (which holds its checkpoint saves and evaluations), and at least 10 s: the rule a
+// replay's hang timeout follows. The detail; "" when it was still making progress.
+std::string stalled_before_sigterm(const RankFile& file, int rank) {
+  const double gap = file.end_t - file.last_step_t;
+  const double limit = std::max(10.0, 20 * file.slowest_gap_s);
+  if (file.last_step_t <= 0 || gap <= limit) return "";
+  return fmt::format(
+      "rank {} wrote no step record for {:.0f} s after step {} before SIGTERM stopped it (its "
+      "end event says so), more than 20 times its longest wait between two steps ({:.2g} s): it "
+      "had stopped making progress, and its time limit or a cancel ended it",
+      rank, gap, file.last_step, file.slowest_gap_s);
+}
+
 // "; its last line (213) is cut off mid-record: ..." when it is.
 std::string cut_off(const RankFile& file) {
   return file.cut_off_line == 0
@@ -114,9 +132,10 @@ std::string cut_off(const RankFile& file) {
 // before the run's length stopped there. Ranks without an end event died or were stopped from
 // outside; when none ended and some wait in a collective the others never entered, the job was
 // stopped while they waited (its time limit, a cancel): a hang, named as a live trial names it.
-// A rank whose end event says an exception ended it (the helper's status "error") crashed.
+// A rank whose end event says an exception ended it (the helper's status "error") crashed; one
+// whose end event says SIGTERM stopped it (status "terminated") did not: it goes in `terminated`.
 std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files, bool log,
-                                             int64_t steps) {
+                                             int64_t steps, std::vector<int>& terminated) {
   std::vector<detectors::Failure> failures;
   if (log) {
     for (size_t rank = 0; rank < files.size(); ++rank)
@@ -130,16 +149,29 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
     return failures;
   }
   std::vector<int64_t> last_step, entered;
-  bool none_ended = true;
-  for (const auto& file : files) {
+  bool none_ended = true, all_terminated = true, any_stalled = false;
+  for (size_t rank = 0; rank < files.size(); ++rank) {
+    const RankFile& file = files[rank];
     last_step.push_back(file.last_step);
     entered.push_back(file.collective_entered);
-    none_ended = none_ended && !file.ended;
+    const bool stopped = file.ended && file.end_status == kTerminatedEnd;
+    // Terminated from outside is not ended by itself: a hang it stopped is still a hang.
+    none_ended = none_ended && (!file.ended || stopped);
+    all_terminated = all_terminated && stopped;
+    any_stalled =
+        any_stalled || (stopped && !stalled_before_sigterm(file, static_cast<int>(rank)).empty());
+  }
+  // Every rank stopped by SIGTERM while it trained (its time limit, a cancel): some ranks may be
+  // in a collective the others had not reached yet, which is no hang.
+  if (all_terminated && !any_stalled) {
+    terminated.resize(files.size());
+    std::iota(terminated.begin(), terminated.end(), 0);
+    return failures;
   }
   const HangReport stop = describe_hang(last_step, entered, 0);
   if (none_ended && stop.collective > 0) {
     std::string detail = collective_wait(stop) +
-                         "; no rank wrote an end event: the job was stopped from outside (its "
+                         "; no rank ended by itself: the job was stopped from outside (its "
                          "time limit, a cancel) while they waited";
     for (int rank : stop.ranks) detail += stacks_of(files[static_cast<size_t>(rank)], rank);
     failures.push_back({detectors::FailureKind::Hang, stop.step,
@@ -166,7 +198,13 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                      "entered",
                      stop.collective, stop.step, fmt::join(stop.ranks, ","))
                : std::string();
-    if (!file.ended)
+    if (file.ended && file.end_status == kTerminatedEnd) {
+      if (const std::string stalled = stalled_before_sigterm(file, rank); !stalled.empty())
+        failures.push_back({detectors::FailureKind::Hang, file.last_step + 1, rank,
+                            stalled + victim + stacks_of(file, rank)});
+      else
+        terminated.push_back(rank);  // stopped by its scheduler while it trained: not a crash
+    } else if (!file.ended)
       failures.push_back(
           {detectors::FailureKind::Crash, file.last_step + 1, rank,
            fmt::format("rank {} wrote no end event after step {}: it died or was stopped from "
@@ -289,7 +327,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
       info.steps = result.last_step;
       store.set_run_steps(result.run_id, info.steps);
     }
-    for (auto& failure : how_it_ended(files, log.has_value(), info.steps))
+    for (auto& failure : how_it_ended(files, log.has_value(), info.steps, result.terminated))
       result.failures.push_back(failure);
     for (auto& failure : judge.finish()) result.failures.push_back(failure);
     if (auto regression =

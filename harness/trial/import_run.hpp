@@ -54,6 +54,8 @@ struct ImportResult {
   std::vector<MalformedLines> malformed;
   std::vector<Restart> restarts;         // each rank's, in rank order
   std::vector<int64_t> earlier_imports;  // runs stored before from the same directory
+  // Ranks whose end event says SIGTERM stopped them (a time limit, a cancel), not a crash.
+  std::vector<int> terminated;
 };
 
 ImportResult import_run(store::Store& store, const ImportRequest& request);

@@ -47,6 +47,7 @@ import random
 import signal
 import socket
 import sys
+import threading
 import time
 
 try:
@@ -594,6 +595,15 @@ def _cpu_model():
     return platform.processor() or "unknown"
 
 
+def _default_sigterm():
+    """SIGTERM's default action again, from any thread (signal.signal works in the main one
+    only)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    libc.signal(int(signal.SIGTERM), None)  # SIG_DFL is 0
+
+
 def _is_oom(error):
     if isinstance(error, MemoryError):
         return True
@@ -725,10 +735,52 @@ class Run:
             previous_hook(kind, value, tb)
 
         sys.excepthook = end_on_uncaught
+        # A job's scheduler ends it with SIGTERM (its time limit, a cancel; torchrun and srun
+        # pass it on): the end event says so, so a reader of the file tells it from a crash. A
+        # handler of the script's own is left alone; so is a script that makes Run off the main
+        # thread (Python allows handlers only there).
+        self._pid = os.getpid()
+        self._watch_sigterm()
         self._first_loss = self._last_loss = math.nan
         self._steps_run = 0
         self._timed_tokens = 0
         self._timed_ms = 0.0
+
+    def _watch_sigterm(self):
+        """A Python signal handler runs only when the main thread is back in Python, and a rank
+        blocked in a collective never is: SIGTERM must still end it at once. So Python's C-level
+        handler only writes the signal to a pipe (set_wakeup_fd), and a thread that reads it
+        writes the end event and dies of SIGTERM as the process would have."""
+        if (not hasattr(signal, "SIGTERM") or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+                or threading.current_thread() is not threading.main_thread()):
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        if signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False) != -1:
+            signal.set_wakeup_fd(-1)  # the script's own wake-up fd (asyncio's): left to it
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        # A forked child (a DataLoader worker) shares the pipe: its SIGTERM must not end us.
+        os.register_at_fork(after_in_child=_default_sigterm)
+
+        def watch():
+            while True:
+                data = os.read(read_fd, 64)
+                if not data:
+                    return
+                if signal.SIGTERM in data:
+                    if os.getpid() == self._pid and not self._ended:
+                        try:
+                            self.end("terminated", signal="SIGTERM")
+                        except Exception:  # noqa: BLE001 - dying anyway
+                            pass
+                    _default_sigterm()
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+
+        threading.Thread(target=watch, name="faultline-sigterm", daemon=True).start()
 
     # -- setting up ----------------------------------------------------------------------------
 

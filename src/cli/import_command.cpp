@@ -126,6 +126,7 @@ int run_import(const ImportArgs& args) {
                             {"malformed", result.malformed},
                             {"restarts", result.restarts},
                             {"saved_over", result.saved_over},
+                            {"terminated", result.terminated},
                             {"earlier_imports", result.earlier_imports}}
                            .dump());
   } else {
@@ -137,6 +138,11 @@ int run_import(const ImportArgs& args) {
       fmt::print("  note: the loss scaler skipped {} step(s) (fp16 overflow)\n", skipped_steps);
     print_malformed(result.malformed);
     print_restarts(result.restarts);
+    if (!result.terminated.empty())
+      fmt::print(
+          "  note: rank(s) {} were stopped by SIGTERM after step {} (their end events say so: "
+          "a time limit or a cancel), not a crash\n",
+          fmt::join(result.terminated, ","), result.last_step);
     for (const auto& [path, steps] : result.saved_over)
       fmt::print(
           "  note: {} was saved over at steps {}: it holds step {}'s state only, so a replay "

@@ -272,6 +272,30 @@ class HelperUnits(unittest.TestCase):
             run.end()
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_a_forked_child_that_gets_sigterm_writes_nothing_to_its_parents_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.jsonl")
+            code = ("import os, signal, time, torch, faultline_probe as fp\n"
+                    "run = fp.Run(config={'case': 'fork'}, seed=1, threads=1)\n"
+                    "model = torch.nn.Linear(2, 1)\n"
+                    "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n"
+                    "pid = os.fork()\n"
+                    "if pid == 0:\n"
+                    "    time.sleep(30)\n"
+                    "    os._exit(0)\n"
+                    "time.sleep(0.3)\n"
+                    "os.kill(pid, signal.SIGTERM)\n"
+                    "_, status = os.waitpid(pid, 0)\n"
+                    "assert os.WTERMSIG(status) == signal.SIGTERM, status\n"
+                    "run.end()\n")
+            result = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True,
+                                    env=base_env(FAULTLINE_METRICS=path, FAULTLINE_OUT=tmp),
+                                    timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            ends = [r for r in read_records(path) if r.get("name") == "end"]
+        self.assertEqual([e["status"] for e in ends], ["ok"])
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")
@@ -498,6 +522,34 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                          ("data", "data", 1))
         self.assertEqual(trial.records()[-1]["status"], "data_anomaly")
         self.assertEqual(trial.records(type_="step"), [])
+
+    def test_sigterm_ends_the_metrics_as_terminated_and_still_kills(self):
+        # A scheduler's SIGTERM (a time limit) to the script and to its DataLoader workers: one
+        # end event, the script's, and the process dies of the signal as without the helper.
+        trial = Trial(self.tmp, ["--steps", "100000", "--loader", "torch", "--workers", "2"]
+                      + QUIET)
+        pid = trial.procs[0].pid
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(trial.metrics()) and any(
+                r["type"] == "step" for r in read_records(trial.metrics())[:-1])):
+            time.sleep(0.1)
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            workers = [int(w) for w in f.read().split()]
+        self.assertEqual(len(workers), 2, "the DataLoader's workers")
+        # The script first: a worker that dies first would be a DataLoader error in it.
+        trial.procs[0].send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                os.kill(worker, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        trial.wait()
+        time.sleep(0.5)  # a worker that wrote would have written by now
+        self.assertEqual(trial.codes, [-signal.SIGTERM], trial.stderr())
+        ends = trial.records(type_="event", name="end")
+        self.assertEqual(len(ends), 1, ends)
+        self.assertEqual((ends[0]["status"], ends[0]["signal"]), ("terminated", "SIGTERM"))
+        self.assertGreaterEqual(ends[0]["step"], 1)
 
     def test_sigusr1_dumps_the_stacks_of_a_hung_rank(self):
         trial = Trial(self.tmp, ["--steps", "5", "--hang-rank", "0", "--hang-step", "2"] + QUIET)
