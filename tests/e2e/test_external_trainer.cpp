@@ -669,6 +669,8 @@ TEST(ExternalTrainer, AJobStoppedByItsTimeLimitWhileARankHungIsImportedAsThatRan
       job_rank_stopped_by_time_limit(job, 0, 2, port, args, rank0, waits, "in all_reduce", 12),
       job_rank_stopped_by_time_limit(job, 1, 2, port, args, rank0, waits, "in at_step_start", 12)};
   for (const auto& ran : run_processes(ranks)) ASSERT_EQ(ran.signal, SIGTERM) << ran.output;
+  // Rank 0 was blocked in the allreduce, out of Python's reach, and still wrote its end event.
+  EXPECT_THAT(text_of(rank0), HasSubstr(R"("status":"terminated")"));
 
   auto imported =
       import_helper_job(dir, job, {"train.steps=200", "fault.hang_rank=1", "fault.hang_step=130"});
