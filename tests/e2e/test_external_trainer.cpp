@@ -212,31 +212,26 @@ TEST(ExternalTrainer, HelperScriptNanIsLocalizedToItsStepAndModule) {
   EXPECT_LE(cli.doc.at("steps_executed").get<int64_t>(), 50) << cli.doc.dump();
 }
 
-TEST(ExternalTrainer, HelperScriptPoisonedSampleIsNamedByItsIndex) {
-  const std::string dir = make_temp_dir("ext-poison");
+// isolate of a poisoned sample (first drawn between steps 20 and 40) names its step, wte and it.
+void expect_poisoned_sample_named(const std::string& tag, std::vector<std::string> sets) {
+  const std::string dir = make_temp_dir(tag);
   const auto [poison, step] = sample_first_drawn_in(20, 40);
-  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
-                                     {"fault.poison_sample=" + std::to_string(poison)}),
-                           dir, 300);
+  sets.push_back("fault.poison_sample=" + std::to_string(poison));
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"}, sets), dir, 300);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("step"), step);
   EXPECT_EQ(cli.doc.at("where"), "wte");
   EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
 }
 
+TEST(ExternalTrainer, HelperScriptPoisonedSampleIsNamedByItsIndex) {
+  expect_poisoned_sample_named("ext-poison", {});
+}
+
 // The same with the micro-batches loaded by a torch DataLoader's worker processes
 // (run.data_loader): each replay of the sample search loads only the samples it asks for.
 TEST(ExternalTrainer, APoisonedSampleLoadedByDataLoaderWorkersIsNamedByItsIndex) {
-  const std::string dir = make_temp_dir("ext-loader");
-  const auto [poison, step] = sample_first_drawn_in(20, 40);
-  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
-                                     {"train.loader=torch", "train.workers=2",
-                                      "fault.poison_sample=" + std::to_string(poison)}),
-                           dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("step"), step);
-  EXPECT_EQ(cli.doc.at("where"), "wte");
-  EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
+  expect_poisoned_sample_named("ext-loader", {"train.loader=torch", "train.workers=2"});
 }
 
 // A DataLoader that cannot keep up: one worker, 10 ms a sample, a 5 ms step. The step waits for

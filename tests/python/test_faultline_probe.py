@@ -58,6 +58,23 @@ def read_records(path):
         return [json.loads(line) for line in f]
 
 
+def run_script(tmp, code, returncode):
+    """Runs `code` with the helper as a script faultline started would be; its records."""
+    path = os.path.join(tmp, "m.jsonl")
+    result = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True,
+                            env=base_env(FAULTLINE_METRICS=path, FAULTLINE_OUT=tmp), timeout=60)
+    if result.returncode != returncode:
+        raise AssertionError(f"exit {result.returncode}, not {returncode}: {result.stderr}")
+    return read_records(path), result.stderr
+
+
+# The start of a script that trains a one-layer model with the helper.
+SCRIPT_START = ("import os, signal, time, torch, faultline_probe as fp\n"
+                "run = fp.Run(config={'case': 'script'}, seed=1, threads=1)\n"
+                "model = torch.nn.Linear(4, 1)\n"
+                "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n")
+
+
 class Trial:
     """One launch of a script on `ranks` ranks, as faultline's local launcher does it."""
 
@@ -226,18 +243,10 @@ class HelperUnits(unittest.TestCase):
     @unittest.skipIf(torch is None, "needs torch")
     def test_an_exception_that_ends_the_script_ends_its_metrics_with_it(self):
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "m.jsonl")
-            code = ("import torch, faultline_probe as fp\n"
-                    "run = fp.Run(config={'case': 'raise'}, seed=1, threads=1)\n"
-                    "model = torch.nn.Linear(4, 1)\n"
-                    "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n"
-                    "raise ValueError('shape mismatch in step 1')\n")
-            result = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True,
-                                    env=base_env(FAULTLINE_METRICS=path, FAULTLINE_OUT=tmp),
-                                    timeout=60)
-            self.assertEqual(result.returncode, 1, result.stderr)
-            self.assertIn("Traceback", result.stderr)  # printed as before
-            end = read_records(path)[-1]
+            records, stderr = run_script(
+                tmp, SCRIPT_START + "raise ValueError('shape mismatch in step 1')\n", 1)
+        self.assertIn("Traceback", stderr)  # printed as before
+        end = records[-1]
         self.assertEqual((end["name"], end["status"]), ("end", "error"))
         self.assertEqual(end["error"], "ValueError: shape mismatch in step 1")
 
@@ -274,25 +283,17 @@ class HelperUnits(unittest.TestCase):
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_forked_child_that_gets_sigterm_writes_nothing_to_its_parents_file(self):
         with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "m.jsonl")
-            code = ("import os, signal, time, torch, faultline_probe as fp\n"
-                    "run = fp.Run(config={'case': 'fork'}, seed=1, threads=1)\n"
-                    "model = torch.nn.Linear(2, 1)\n"
-                    "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n"
-                    "pid = os.fork()\n"
-                    "if pid == 0:\n"
-                    "    time.sleep(30)\n"
-                    "    os._exit(0)\n"
-                    "time.sleep(0.3)\n"
-                    "os.kill(pid, signal.SIGTERM)\n"
-                    "_, status = os.waitpid(pid, 0)\n"
-                    "assert os.WTERMSIG(status) == signal.SIGTERM, status\n"
-                    "run.end()\n")
-            result = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True,
-                                    env=base_env(FAULTLINE_METRICS=path, FAULTLINE_OUT=tmp),
-                                    timeout=60)
-            self.assertEqual(result.returncode, 0, result.stderr)
-            ends = [r for r in read_records(path) if r.get("name") == "end"]
+            records, _ = run_script(tmp, SCRIPT_START + (
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    time.sleep(30)\n"
+                "    os._exit(0)\n"
+                "time.sleep(0.3)\n"
+                "os.kill(pid, signal.SIGTERM)\n"
+                "_, status = os.waitpid(pid, 0)\n"
+                "assert os.WTERMSIG(status) == signal.SIGTERM, status\n"
+                "run.end()\n"), 0)
+        ends = [r for r in records if r.get("name") == "end"]
         self.assertEqual([e["status"] for e in ends], ["ok"])
 
     @unittest.skipIf(torch is None, "needs torch")
