@@ -247,15 +247,24 @@ TEST(ExternalTrainer, ADataLoaderThatCannotKeepUpIsADataStall) {
       << cli.doc.dump();
 }
 
-TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
-  const std::string dir = make_temp_dir("ext-corrupt");
-  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
-                                     {"fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"}),
+// `isolate -c train.toml --ranks 2 --json` with these keys, expecting a rank_divergence of rank 1
+// at step 40 (the planted faults below all strike rank 1 at 40).
+Cli isolate_rank_one_at_40(const std::string& dir, const std::vector<std::string>& sets) {
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"}, sets),
                            dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  if (cli.result.exit_code != 0) return cli;
   EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
   EXPECT_EQ(cli.doc.at("step"), 40);
   EXPECT_EQ(cli.doc.at("rank"), 1);
+  return cli;
+}
+
+TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
+  const std::string dir = make_temp_dir("ext-corrupt");
+  auto cli =
+      isolate_rank_one_at_40(dir, {"fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"});
+  ASSERT_EQ(cli.result.exit_code, 0);
   // The corrupt gradient went into the allreduce: every rank's parameters stayed equal.
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               ::testing::Not(HasSubstr("parameters already differed")));
@@ -456,14 +465,9 @@ TEST(ExternalTrainer, AnLrSpikeInAHelperJobIsFoundFromItsCheckpointBeforeTheLoss
 // show it).
 TEST(ExternalTrainer, AnUpdateAppliedDifferentlyOnOneDdpRankIsDatedByItsParameters) {
   const std::string dir = make_temp_dir("ext-ddp-update");
-  auto cli = faultline_cli(
-      with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
-                {"train.ddp=1", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"}),
-      dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
-  EXPECT_EQ(cli.doc.at("rank"), 1);
-  EXPECT_EQ(cli.doc.at("step"), 40);
+  auto cli = isolate_rank_one_at_40(
+      dir, {"train.ddp=1", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=40"});
+  ASSERT_EQ(cli.result.exit_code, 0);
   EXPECT_EQ(cli.doc.at("phase"), "backward");  // its gradient, after DDP's average, differs
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               HasSubstr("the ranks' parameters parted after step 40 (rank(s) 1 differ from rank "
@@ -479,13 +483,8 @@ TEST(ExternalTrainer, AnUpdateAppliedDifferentlyOnOneDdpRankIsDatedByItsParamete
 TEST(ExternalTrainer, AnUpdateAppliedDifferentlyWithTheSameGradientsIsFoundInTheOptimizer) {
   const std::string dir = make_temp_dir("ext-update");
   auto cli =
-      faultline_cli(with_sets({"isolate", "-c", kHelper, "--ranks", "2", "--json"},
-                              {"fault.corrupt_update_rank=1", "fault.corrupt_update_step=40"}),
-                    dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
-  EXPECT_EQ(cli.doc.at("kind"), "rank_divergence");
-  EXPECT_EQ(cli.doc.at("rank"), 1);
-  EXPECT_EQ(cli.doc.at("step"), 40);
+      isolate_rank_one_at_40(dir, {"fault.corrupt_update_rank=1", "fault.corrupt_update_step=40"});
+  ASSERT_EQ(cli.result.exit_code, 0);
   EXPECT_EQ(cli.doc.at("phase"), "optimizer");
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               HasSubstr("rank(s) 1 compute the same gradients as the others but end the step "

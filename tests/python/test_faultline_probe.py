@@ -124,6 +124,16 @@ def run(directory, args, ranks=1, **env):
     return Trial(directory, args, ranks, **env).wait()
 
 
+def assert_same_steps(test, a, b, fields, ranks=(0, 1)):
+    """Every step record of `b` equals `a`'s in `fields`, rank by rank (two Trials)."""
+    for rank in ranks:
+        mine, theirs = by_step(a.records(rank), "step"), by_step(b.records(rank), "step")
+        test.assertEqual(sorted(theirs), sorted(mine), rank)
+        for k in theirs:
+            for field in fields:
+                test.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+
+
 def by_step(records, type_, what=None):
     return {r["step"]: r for r in records if r["type"] == type_ and r.get("what") == what}
 
@@ -685,11 +695,9 @@ class Ranks(unittest.TestCase, ProtocolChecks):
         ddp.wait()
         self.assertEqual(ddp.codes, [0, 0], ddp.stderr(0) + ddp.stderr(1))
         for rank in (0, 1):
-            mine, theirs = by_step(own.records(rank), "step"), by_step(ddp.records(rank), "step")
+            theirs = by_step(ddp.records(rank), "step")
             self.assertEqual([k for k in theirs if theirs[k]["skipped"]], [4, 5])
-            for k in theirs:
-                for field in ("loss", "grad_norm", "param_norm", "loss_scale"):
-                    self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+        assert_same_steps(self, own, ddp, ("loss", "grad_norm", "param_norm", "loss_scale"))
 
     def test_two_ranks_load_their_shares_through_a_torch_data_loader(self):
         args = ["--steps", "4", "--grad-accum", "2"] + QUIET
@@ -698,11 +706,8 @@ class Ranks(unittest.TestCase, ProtocolChecks):
         index.wait()
         loaded.wait()
         self.assertEqual(loaded.codes, [0, 0], loaded.stderr(0) + loaded.stderr(1))
-        for rank in (0, 1):
-            mine, theirs = by_step(index.records(rank), "step"), by_step(loaded.records(rank), "step")
-            for k in range(1, 5):
-                for field in ("loss", "grad_norm", "param_norm", "tokens"):
-                    self.assertEqual(theirs[k][field], mine[k][field], (rank, k, field))
+        assert_same_steps(self, index, loaded, ("loss", "grad_norm", "param_norm", "tokens"))
+        self.assertEqual(sorted(by_step(loaded.records(1), "step")), [1, 2, 3, 4])
 
     def test_replica_mode_shows_the_rank_with_corrupt_gradients(self):
         share = fp.global_batch(1234, 3, N_SAMPLES, 12)[:4]  # rank 0's share of step 3
