@@ -34,20 +34,14 @@ std::optional<std::vector<std::string>> hosts_keeping(const std::vector<std::str
   return hosts;
 }
 
-bool contains(const std::vector<int>& ranks, int rank) {
-  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-}
-
 }  // namespace
 
 std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
                              const FingerprintRecord* expected, const std::string& what,
+                             const std::vector<std::string>& failing_hosts,
                              const std::vector<std::string>& rank_hosts, RankLocation& location) {
   const int world = spec.ranks;
-  auto host_of = [&](int rank) {
-    return static_cast<size_t>(rank) < rank_hosts.size() ? rank_hosts[static_cast<size_t>(rank)]
-                                                         : "";
-  };
+  auto host_of = [&](int rank) { return isolate::host_of(rank_hosts, rank); };
   if (location.ranks.size() == 1) location.host = host_of(location.ranks[0]);
   // Several odd ranks are one host's when they are exactly the ranks on it (a bad node of a
   // Slurm job with several tasks per node).
@@ -55,12 +49,10 @@ std::string locate_rank_host(Context& context, const TrialSpec& spec, const Repl
     bool exactly_its_ranks = true;
     for (int rank = 0; rank < world; ++rank)
       exactly_its_ranks = exactly_its_ranks && (host_of(rank) == host_of(location.ranks[0])) ==
-                                                   contains(location.ranks, rank);
+                                                   has_rank(location.ranks, rank);
     if (exactly_its_ranks) location.host = host_of(location.ranks[0]);
   }
 
-  std::vector<std::string> failing_hosts = spec.hosts;
-  failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(world)));
   const std::vector<std::string> spares(
       spec.hosts.begin() + static_cast<std::ptrdiff_t>(failing_hosts.size()), spec.hosts.end());
   if (location.ranks.empty() || failing_hosts.size() != static_cast<size_t>(world) ||

@@ -45,10 +45,10 @@ std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
   return timing;
 }
 
-// The last step before `step` with a params fingerprint of rank 0 in the run (0: none).
-int64_t fingerprinted_before(store::Store& store, int64_t run_id, int64_t step) {
+// The last step before `step` with a params fingerprint of rank 0 among `prints` (0: none).
+int64_t fingerprinted_before(const std::vector<FingerprintRecord>& prints, int64_t step) {
   int64_t last = 0;
-  for (const auto& record : store.fingerprints(run_id))
+  for (const auto& record : prints)
     if (record.what == "params" && record.rank == 0 && record.step < step)
       last = std::max(last, record.step);
   return last;
@@ -122,14 +122,13 @@ struct StepFound {
 
 // 1. Data parallel keeps every rank's parameters bitwise equal: where the run's own params
 // fingerprints part, after agreeing, a rank applied an update of its own, and a replica check at
-// that step shows which. No 1-rank replay is needed. nullopt: none parted, or the replica check
-// there shows no odd rank (then the 1-rank replay below searches).
+// that step shows which. No 1-rank replay is needed. nullopt: none parted (`split`, the run's
+// first_params_split), or the replica check there shows no odd rank (then the 1-rank replay
+// below searches).
 std::optional<StepFound> at_params_split(Context& context, const TrialSpec& spec,
-                                         const Outcome& outcome,
-                                         const std::vector<FingerprintRecord>& run_prints,
+                                         const Outcome& outcome, std::optional<ParamsSplit> split,
                                          const std::vector<std::string>& failing_hosts,
                                          RankLocation& location, Checked& checked) {
-  auto split = first_params_split(run_prints);
   // Ranks whose parameters never agreed hold different ones by design (model parallelism).
   if (!split || split->agreed < 0) return std::nullopt;
   Outcome located = outcome;
@@ -148,11 +147,10 @@ std::optional<StepFound> at_params_split(Context& context, const TrialSpec& spec
       {{"params_split_step", split->step}}};
 }
 
-// One checkpoint interval of the run, (from, to], and its 1-rank replay.
+// One checkpoint interval of the run, (from, to].
 struct Interval {
   std::optional<contract::Checkpoint> from;  // nullopt: step 0
   int64_t to = 0;
-  int64_t alone_run = 0;
 };
 
 // 2. The first step whose update leaves a 1-rank replay of the same global batches, checked by a
@@ -171,34 +169,32 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
   std::optional<contract::Checkpoint> start;
   for (const auto& checkpoint : checkpoints_of(context, outcome)) {
     if (checkpoint.step >= outcome.last_step) break;
-    intervals.push_back({start, checkpoint.step, 0});
+    intervals.push_back({start, checkpoint.step});
     start = checkpoint;
   }
-  intervals.push_back({start, outcome.last_step, 0});
+  intervals.push_back({start, outcome.last_step});
   context.begin_phase(
       "ranks: compare with 1 rank, " + std::to_string(intervals.size()) + " interval(s)",
       static_cast<int64_t>(intervals.size()));
   std::vector<TrialSpec> replays;
   for (const auto& interval : intervals)
     replays.push_back(trainer.prefix(trainer.resume(single, interval.from), interval.to));
-  const auto alone_runs = context.run(replays);
   std::vector<int64_t> alone_run_ids;  // one per interval, in step order
-  for (size_t i = 0; i < intervals.size(); ++i) {
-    require_ran(alone_runs[i], "the 1-rank replay");
-    intervals[i].alone_run = alone_runs[i].run_id;
-    alone_run_ids.push_back(alone_runs[i].run_id);
+  for (const auto& alone : context.run(replays)) {
+    require_ran(alone, "the 1-rank replay");
+    alone_run_ids.push_back(alone.run_id);
   }
   // The first candidate after `after`, interval by interval.
   auto next_candidate =
       [&](int64_t after,
           const std::vector<FingerprintRecord>& prints) -> std::optional<Divergence> {
-    for (const auto& interval : intervals) {
-      const int64_t from = interval.from ? interval.from->step : 0;
-      if (interval.to <= after) continue;
+    for (size_t i = 0; i < intervals.size(); ++i) {
+      const int64_t from = intervals[i].from ? intervals[i].from->step : 0;
+      if (intervals[i].to <= after) continue;
       std::vector<FingerprintRecord> inside;
       for (const auto& record : prints)
-        if (record.step > from && record.step <= interval.to) inside.push_back(record);
-      if (auto found = first_divergence(inside, context.store.fingerprints(interval.alone_run),
+        if (record.step > from && record.step <= intervals[i].to) inside.push_back(record);
+      if (auto found = first_divergence(inside, context.store.fingerprints(alone_run_ids[i]),
                                         "params", kRankTolerance, std::max(after, from)))
         return found;
     }
@@ -213,7 +209,7 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
     auto divergence = next_candidate(after, run_prints);
     if (!divergence) return std::nullopt;
     Outcome located = outcome;
-    const int64_t agreed = fingerprinted_before(context.store, outcome.run_id, divergence->step);
+    const int64_t agreed = fingerprinted_before(run_prints, divergence->step);
     if (auto window = exact_window(context, spec, outcome, agreed, divergence->step)) {
       // The run's own fingerprints before the window keep the drift measured so far.
       auto prints = context.store.fingerprints(window->run_id);
@@ -233,15 +229,11 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
                                    divergence->step, divergence->distance, kRankTolerance),
                        {{"healthy_max_distance", divergence->healthy_max},
                         {"divergence_distance", number_or_null(divergence->distance)},
-                        {"one_rank_run", alone_runs.front().run_id},
+                        {"one_rank_run", alone_run_ids.front()},
                         {"one_rank_runs", alone_run_ids}}};
     after = divergence->step;
   }
   return std::nullopt;  // drift only: every candidate's ranks agree
-}
-
-bool contains(const std::vector<int>& ranks, int rank) {
-  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
 }  // namespace
@@ -252,10 +244,10 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   std::vector<std::string> failing_hosts = spec.hosts;
   failing_hosts.resize(std::min(spec.hosts.size(), static_cast<size_t>(spec.ranks)));
   const auto run_prints = context.store.fingerprints(outcome.run_id);
+  const auto split = first_params_split(run_prints);
   RankLocation location;
   Checked checked;
-  auto found =
-      at_params_split(context, spec, outcome, run_prints, failing_hosts, location, checked);
+  auto found = at_params_split(context, spec, outcome, split, failing_hosts, location, checked);
   if (!found)
     found =
         at_replay_divergence(context, spec, outcome, run_prints, failing_hosts, location, checked);
@@ -267,20 +259,18 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   const std::string host_note =
       locate_rank_host(context, spec, *checked.check,
                        print_at(reference_prints, checked.compared, checked.check->step()),
-                       checked.compared, hosts, location);
+                       checked.compared, failing_hosts, hosts, location);
 
   // The evidence: one row per rank.
   const auto timing = timing_by_rank(context.store, outcome.run_id);
   json table = json::array();
   for (const auto& rank : checked.agreement) {
     json row = {{"rank", rank.rank},
-                {"host", static_cast<size_t>(rank.rank) < hosts.size()
-                             ? hosts[static_cast<size_t>(rank.rank)]
-                             : ""},
+                {"host", host_of(hosts, rank.rank)},
                 {checked.compared + "_hash", rank.hash},
                 {"distance", number_or_null(rank.distance)},
                 {"agreeing_peers", rank.peers},
-                {"verdict", contains(location.ranks, rank.rank) ? "odd" : "agrees"}};
+                {"verdict", has_rank(location.ranks, rank.rank) ? "odd" : "agrees"}};
     if (timing.count(rank.rank)) row.update(timing.at(rank.rank));
     table.push_back(row);
   }
@@ -301,10 +291,9 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
       location.host.empty() ? "" : " (host " + location.host + ")", host_note);
   // Found by the 1-rank replay, yet the odd ranks' parameters parted earlier, in a split that a
   // replay from before it did not repeat: said, not hidden.
-  if (auto split = first_params_split(run_prints);
-      split && split->agreed >= 0 && split->step < location.step &&
+  if (split && split->agreed >= 0 && split->step < location.step &&
       std::all_of(split->ranks.begin(), split->ranks.end(),
-                  [&](int rank) { return contains(location.ranks, rank); })) {
+                  [&](int rank) { return has_rank(location.ranks, rank); })) {
     location.evidence["params_split_step"] = split->step;
     location.detail += fmt::format(
         "; but their parameters already differed from rank 0's after step {}: that step's "

@@ -67,6 +67,13 @@ std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecor
   return std::nullopt;
 }
 
+const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
+                                  const std::string& what, int64_t step) {
+  for (const auto& record : records)
+    if (record.what == what && record.step == step && record.rank == 0) return &record;
+  return nullptr;
+}
+
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
                                          double tolerance, const std::string& what) {

@@ -69,6 +69,10 @@ struct ParamsSplit {
 };
 std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run);
 
+// Rank 0's `what` fingerprint ("grads", "params") of `step`, or null.
+const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
+                                  const std::string& what, int64_t step);
+
 // The odd ranks out: with three or more ranks and a strict majority that agrees among itself,
 // the ranks outside it; otherwise (two ranks, or no majority) those that disagree with the
 // reference. Empty when everyone agrees.

@@ -2,6 +2,7 @@
 // batch at one step from the state before it, and the 1-rank reference replay of that batch.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,12 +14,14 @@
 
 namespace faultline::harness::isolate {
 
-// Rank 0's `what` fingerprint ("grads", "params") of `step`, or null.
-inline const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
-                                         const std::string& what, int64_t step) {
-  for (const auto& record : records)
-    if (record.what == what && record.step == step && record.rank == 0) return &record;
-  return nullptr;
+// Whether `rank` is among `ranks`.
+inline bool has_rank(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
+// The host label of `rank` (rank_hosts), "" when it has none.
+inline std::string host_of(const std::vector<std::string>& hosts, int rank) {
+  return static_cast<size_t>(rank) < hosts.size() ? hosts[static_cast<size_t>(rank)] : "";
 }
 
 class ReplicaCheck {
@@ -98,11 +101,12 @@ class ReplicaCheck {
 };
 
 // A bad host or a bad rank (isolate_rank_hosts.cpp): with spare labels after the run's own
-// (`spec.hosts` beyond its ranks), the replica check is run again on other hosts and compared on
-// `what` with `expected`. Sets location.host ("" when not one host); returns the note the finding's
-// detail ends with.
+// `failing_hosts` (`spec.hosts` beyond its ranks), the replica check is run again on other hosts
+// and compared on `what` with `expected`. Sets location.host ("" when not one host); returns the
+// note the finding's detail ends with.
 std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
                              const FingerprintRecord* expected, const std::string& what,
+                             const std::vector<std::string>& failing_hosts,
                              const std::vector<std::string>& rank_hosts, RankLocation& location);
 
 }  // namespace faultline::harness::isolate

@@ -109,12 +109,10 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     // on what the finding compared (findings stored before parameters were compared: gradients).
     const int64_t step = expected_step.get<int64_t>();
     const std::string what = evidence.value("compared", "grads");
-    const FingerprintRecord* expected = nullptr;
     const auto reference = store.fingerprints(evidence.value("reference_run", int64_t{0}));
-    for (const auto& record : reference)
-      if (record.what == what && record.step == step && record.rank == 0) expected = &record;
-    const auto odd = odd_ranks(
-        compare_ranks(store.fingerprints(outcome.run_id), expected, step, kRankTolerance, what));
+    const auto odd =
+        odd_ranks(compare_ranks(store.fingerprints(outcome.run_id), print_at(reference, what, step),
+                                step, kRankTolerance, what));
     report.failure_step = odd.empty() ? -1 : step;
     report.reproduced = !odd.empty() && json(odd) == fields.value("ranks", json::array());
   }

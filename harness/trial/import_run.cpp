@@ -150,16 +150,18 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
   }
   std::vector<int64_t> last_step, entered;
   bool none_ended = true, all_terminated = true, any_stalled = false;
+  std::vector<bool> stopped;       // by SIGTERM (its end event says so)
+  std::vector<std::string> stall;  // of a stopped rank: it had stopped before ("" when not)
   for (size_t rank = 0; rank < files.size(); ++rank) {
     const RankFile& file = files[rank];
     last_step.push_back(file.last_step);
     entered.push_back(file.collective_entered);
-    const bool stopped = file.ended && file.end_status == kTerminatedEnd;
+    stopped.push_back(file.ended && file.end_status == kTerminatedEnd);
+    stall.push_back(stopped.back() ? stalled_before_sigterm(file, static_cast<int>(rank)) : "");
     // Terminated from outside is not ended by itself: a hang it stopped is still a hang.
-    none_ended = none_ended && (!file.ended || stopped);
-    all_terminated = all_terminated && stopped;
-    any_stalled =
-        any_stalled || (stopped && !stalled_before_sigterm(file, static_cast<int>(rank)).empty());
+    none_ended = none_ended && (!file.ended || stopped.back());
+    all_terminated = all_terminated && stopped.back();
+    any_stalled = any_stalled || !stall.back().empty();
   }
   // Every rank stopped by SIGTERM while it trained (its time limit, a cancel): some ranks may be
   // in a collective the others had not reached yet, which is no hang.
@@ -198,8 +200,8 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                      "entered",
                      stop.collective, stop.step, fmt::join(stop.ranks, ","))
                : std::string();
-    if (file.ended && file.end_status == kTerminatedEnd) {
-      if (const std::string stalled = stalled_before_sigterm(file, rank); !stalled.empty())
+    if (stopped[static_cast<size_t>(rank)]) {
+      if (const std::string& stalled = stall[static_cast<size_t>(rank)]; !stalled.empty())
         failures.push_back({detectors::FailureKind::Hang, file.last_step + 1, rank,
                             stalled + victim + stacks_of(file, rank)});
       else
