@@ -366,9 +366,9 @@ def rank_share(batch, rank, world_size):
 
 
 def _plan_step(run, number, batch, grad_accum):
-    """This rank's samples of step `number`'s global batch, their micro-batch count, and the
-    replayed samples (a set; None when the step is no replay). Exits 2 on a batch that does not
-    split. Pure: Step.micro_batches and a data loader's batch sampler plan alike."""
+    """This rank's samples of step `number`'s global batch, the micro-batches they split into,
+    and the replayed samples (a set; None when the step is no replay). Exits 2 on a batch that
+    does not split. Pure: Step.micro_batches and a data loader's batch sampler plan alike."""
     s = run.settings
     share = run.rank_share(batch)
     if s.replays(number):
@@ -379,13 +379,14 @@ def _plan_step(run, number, batch, grad_accum):
             _usage_exit(f"none of the replayed samples is in this rank's part of step {number}'s "
                         "batch (FAULTLINE_REPLAY_SAMPLES); choose samples of that step's global "
                         "batch: " + ",".join(map(str, batch[:64])))
-        return samples, 1, wanted
+        return samples, [samples], wanted
     count = run.grad_accum(grad_accum)
     if len(share) % count:
         _usage_exit(f"this rank's {len(share)} samples of the batch do not split into {count} "
                     "micro-batches (grad_accum x FAULTLINE_ACCUMULATE); choose a batch size that "
                     "divides by WORLD_SIZE x micro-batches")
-    return share, count, None
+    rows = len(share) // count
+    return share, [share[m * rows:(m + 1) * rows] for m in range(count)], None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -425,10 +426,7 @@ class _StepBatches:
     def __iter__(self):
         for step in range(self.first, self.last + 1):
             batch = self.run.global_batch(step, self.n_samples, self.batch_size)
-            samples, count, _ = _plan_step(self.run, step, batch, self.grad_accum)
-            rows = len(samples) // count
-            for m in range(count):
-                yield samples[m * rows:(m + 1) * rows]
+            yield from _plan_step(self.run, step, batch, self.grad_accum)[1]
 
 
 class StepLoader:
@@ -838,9 +836,13 @@ class Run:
         `total` is the run's length (your schedule's horizon); a stop-after run is its prefix."""
         if self.first_step is None:
             raise RuntimeError("call run.start(model, optimizer) before run.steps()")
-        stop = self.settings.stop_after
-        self.last_step = min(total, stop) if stop > 0 else total
+        self.last_step = self._last_of(total)
         return iter(range(self.first_step, self.last_step + 1))
+
+    def _last_of(self, total):
+        """The last step a run of `total` steps runs here: FAULTLINE_STOP_AFTER's when smaller."""
+        stop = self.settings.stop_after
+        return min(total, stop) if stop > 0 else total
 
     # -- data ---------------------------------------------------------------------------------
 
@@ -878,15 +880,14 @@ class Run:
                             "global batch is global_batch(step, len(dataset), batch_size)")
         from torch.utils.data import DataLoader
         from torch.utils.data.dataloader import default_collate
-        stop = self.settings.stop_after
-        last = min(total, stop) if stop > 0 else total
         n_samples = len(dataset)
         collate = options.pop("collate_fn", None) or default_collate
         generator = options.pop("generator", None) or torch.Generator().manual_seed(self.seed)
         loader = DataLoader(_Indexed(dataset), collate_fn=_IndexedCollate(collate),
                             generator=generator,
                             batch_sampler=_StepBatches(self, n_samples, batch_size, grad_accum,
-                                                       self.first_step, last), **options)
+                                                       self.first_step, self._last_of(total)),
+                            **options)
         return StepLoader(loader, n_samples, batch_size, grad_accum)
 
     # -- stepping -----------------------------------------------------------------------------
@@ -1092,7 +1093,7 @@ class Step:
             return self._loaded(loader)
         run, s = self._run, self._run.settings
         self.batch = [int(i) for i in batch]
-        self.samples, count, wanted = _plan_step(run, self.number, self.batch, grad_accum)
+        self.samples, micros, wanted = _plan_step(run, self.number, self.batch, grad_accum)
         # The batch of a step, for faultline to split or to replay on every rank: at the replay
         # step, at full-probe steps, and at every step of a run fingerprinted at every step.
         if (self.number == s.replay_step or s.full_probes_at(self.number)
@@ -1100,9 +1101,8 @@ class Step:
             trained = [i for i in self.batch if i in wanted] if wanted is not None else self.batch
             run.metrics.event("batch", step=self.number, samples=trained,
                               rank_samples=self.samples)
-        self._micro_count = count
-        rows = len(self.samples) // count
-        return self._each([self.samples[m * rows:(m + 1) * rows] for m in range(count)])
+        self._micro_count = len(micros)
+        return self._each(micros)
 
     @property
     def micro_samples(self):
