@@ -30,7 +30,13 @@ print_env() {
   echo "export FAULTLINE_SLURM_DIR=$dir"
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A zombie (a daemon killed where nobody reaps it) answers kill -0 but is not running.
+pid_alive() {
+  [ -f "$1" ] || return 1
+  local pid
+  pid="$(cat "$1")"
+  kill -0 "$pid" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
+}
 
 write_config() {
   local host
@@ -97,14 +103,16 @@ start_munge() {
     fail "munged did not start: $(tail -3 "$dir/log/munged.log" 2>/dev/null)"
 }
 
-wait_nodes_idle() {
+# A node is ready when it answers: idle, or running jobs (mix, alloc) of a cluster this script
+# found already up, whose jobs are somebody's tests. A suffix (idle*, idle~) means it does not.
+wait_nodes_ready() {
   local deadline=$((SECONDS + 60)) states
   while [ $SECONDS -lt $deadline ]; do
     states="$(SLURM_CONF=$conf sinfo -h -N -o '%N %t' 2>/dev/null || true)"
-    if [ "$(grep -c ' idle$' <<<"$states" || true)" -eq ${#nodes[@]} ]; then return 0; fi
+    if [ "$(grep -cE ' (idle|mix|alloc)$' <<<"$states" || true)" -eq ${#nodes[@]} ]; then return 0; fi
     sleep 0.5
   done
-  fail "nodes not idle after 60 s: $(tr '\n' ' ' <<<"$states"); see $dir/log"
+  fail "nodes not ready after 60 s: $(tr '\n' ' ' <<<"$states"); see $dir/log"
 }
 
 start() {
@@ -117,13 +125,16 @@ start() {
   start_munge
   export SLURM_CONF="$conf"
   if ! pid_alive "$dir/run/slurmctld.pid"; then
-    slurmctld -i || fail "slurmctld did not start: $(tail -5 "$dir/log/slurmctld.log" 2>/dev/null)"
+    # -c: jobs saved by a controller that died with its machine (a session that ended mid-test)
+    # would be recovered as running and hold their nodes until a timeout; a controller started
+    # here starts with no jobs.
+    slurmctld -c -i || fail "slurmctld did not start: $(tail -5 "$dir/log/slurmctld.log" 2>/dev/null)"
   fi
   for n in "${nodes[@]}"; do
     pid_alive "$dir/run/slurmd.$n.pid" && continue
     slurmd -N "$n" || fail "slurmd -N $n did not start: $(tail -5 "$dir/log/slurmd.$n.log")"
   done
-  wait_nodes_idle
+  wait_nodes_ready
   say "up in $((SECONDS - t0)) s: nodes ${nodes[*]} on $(hostname), config $conf"
   print_env
 }
