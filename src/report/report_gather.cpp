@@ -12,7 +12,7 @@
 #include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
-#include "probes/detectors/failure_kind.hpp"
+#include "report/headline.hpp"
 #include "report/plot_data.hpp"
 #include "report/rank_plot.hpp"
 #include "report/step_thinner.hpp"
@@ -35,55 +35,6 @@ StepThinner plotted_records(const store::Store& store, int64_t run_id,
 
 // The event a trainer writes when it resumes from a checkpoint (docs/metrics-protocol.md).
 constexpr const char* kResumeEvent = "resume";
-
-std::string what_happened(const std::string& kind_name) {
-  using detectors::FailureKind;
-  const auto kind = detectors::parse_failure_kind(kind_name);
-  if (!kind) return "Failure '" + kind_name + "'";
-  switch (*kind) {
-    case FailureKind::Nonfinite:
-      return "Training went non-finite (NaN/Inf)";
-    case FailureKind::Data:
-      return "A token id fell outside the vocabulary";
-    case FailureKind::LossSpike:
-      return "The loss spiked";
-    case FailureKind::Stalled:
-      return "The loss stopped decreasing";
-    case FailureKind::GradExplode:
-      return "The gradient norm exploded";
-    case FailureKind::GradVanish:
-      return "The gradients vanished";
-    case FailureKind::LrAnomaly:
-      return "The learning rate left its schedule";
-    case FailureKind::Memory:
-      return "Memory use ran too high";
-    case FailureKind::Slow:
-      return "Training slowed down";
-    case FailureKind::Straggler:
-      return "A rank straggled";
-    case FailureKind::DataStall:
-      return "Data loading stalled";
-    case FailureKind::RankDivergence:
-      return "The ranks disagreed";
-    case FailureKind::Nondeterministic:
-      return "Identical runs gave different results";
-    case FailureKind::Crash:
-      return "The trainer crashed";
-    case FailureKind::Hang:
-      return "Training hung";
-    case FailureKind::Oom:
-      return "Training ran out of memory";
-    case FailureKind::Anomaly:
-      return "The trainer reported an anomaly";
-    case FailureKind::LossRegression:
-      return "The loss fell behind its reference";
-    case FailureKind::BadInit:
-      return "The first loss was far above ln(vocabulary)";
-    case FailureKind::SlowComm:
-      return "One rank's NCCL kernels ran far longer than its peers'";
-  }
-  return kind_name;
-}
 
 std::string text_of(const json& value) {
   if (value.is_null()) return "";
@@ -216,8 +167,20 @@ Table rank_table(const json& rows) {
   return table;
 }
 
-std::string finding_verdict(const json& fields) {
-  std::string text = what_happened(fields.value("kind", ""));
+// The span of the failure a finding is about, as its failing run stored it.
+FailureSpan finding_span(const store::Store& store, int64_t failing_run, const json& fields) {
+  const auto run = store.get_run(failing_run);
+  if (!run) return FailureSpan::OneStep;
+  const std::string kind = fields.value("kind", "");
+  const auto step = fields.value("step", json());
+  for (const auto& failure : run->failures)
+    if (failure.kind == kind && step.is_number() && failure.step == step.get<int64_t>())
+      return span_of(failure);
+  return FailureSpan::OneStep;
+}
+
+std::string finding_verdict(const json& fields, FailureSpan span) {
+  std::string text = what_happened(fields.value("kind", ""), span);
   if (!fields.value("step", json()).is_null()) text += " at step " + text_of(fields["step"]);
   if (!fields.value("where", json()).is_null()) {
     text += " in " + text_of(fields["where"]);
@@ -260,7 +223,11 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   Report report;
   report.subject = Subject::Finding;
   report.title = fmt::format("Finding F{}", finding_id);
-  report.verdict = finding_verdict(fields);
+  const int64_t evidence_run = fields.value("evidence_run", int64_t{0});
+  const int64_t failing_run = evidence.value("failing_run", json(evidence_run)).is_number()
+                                  ? evidence.value("failing_run", evidence_run)
+                                  : evidence_run;
+  report.verdict = finding_verdict(fields, finding_span(store, failing_run, fields));
   if (fields.value("step", json()).is_number()) report.bad_step = fields["step"].get<int64_t>();
 
   add_fact(report.location, "step", fields.value("step", json()));
@@ -287,10 +254,6 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   add_fact(report.deciding_facts, "replay tolerance (relative loss)",
            fields.value("tolerance", json()));
 
-  const int64_t evidence_run = fields.value("evidence_run", int64_t{0});
-  const int64_t failing_run = evidence.value("failing_run", json(evidence_run)).is_number()
-                                  ? evidence.value("failing_run", evidence_run)
-                                  : evidence_run;
   report.summary.push_back(
       {"search",
        fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps)",
@@ -382,7 +345,8 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   report.failed = !run.failures.empty();
   if (report.failed) {
     const auto& first = run.failures.front();
-    report.verdict = fmt::format("Run {} failed: {}", run_id, what_happened(first.kind));
+    report.verdict =
+        fmt::format("Run {} failed: {}", run_id, what_happened(first.kind, span_of(first)));
     if (first.step >= 0) report.verdict += fmt::format(" at step {}", first.step);
     if (first.rank >= 0) report.verdict += fmt::format(" on rank {}", first.rank);
     report.verdict += ".";

@@ -536,7 +536,8 @@ TEST(ExternalTrainer, ADdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
 // fp16 with a dynamic loss scaler: three overflowing steps are the scaler's to skip (a run that
 // passes); gradients that overflow for good from step 130 of a job make the scaler halve its
 // scale below 1 by step 147 while the script trains on. Imported, that is a nonfinite failure
-// dated by the first skip; isolate finds it from the checkpoint of step 100 and repro repeats it.
+// dated by the first skip; isolate finds it from the checkpoint of step 100, repro repeats it and
+// the report says the loss scale collapsed, not that the model made a NaN.
 TEST(ExternalTrainer, AnFp16JobsLossScaleThatCollapsesIsDatedByItsFirstSkippedStep) {
   const std::string dir = make_temp_dir("ext-fp16");
   auto skips = faultline_cli(
@@ -574,6 +575,9 @@ TEST(ExternalTrainer, AnFp16JobsLossScaleThatCollapsesIsDatedByItsFirstSkippedSt
   auto repro = faultline_cli({"repro", finding}, dir, 300);
   EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
   EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+  // No step made a NaN: the headline says what did happen.
+  auto report = faultline_cli({"report", finding}, dir);
+  EXPECT_THAT(report.result.output, HasSubstr("The fp16 loss scale collapsed at step 130"));
 }
 
 // A job preempted after step 120 and requeued: the second run resumes from the checkpoint of

@@ -183,6 +183,24 @@ TEST(ReportGather, AHangsStacksAreABlockAndItsRankLoopIsTheTrainerCommand) {
             "  File \"train.py\", line 209 in at_step_start");
 }
 
+TEST(ReportGather, ALossScalerThatFoundNoScaleIsNoNanInTheHeadline) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const store::RunFailure collapse{"nonfinite", 30, 0, "the loss scaler skipped 8 steps in a row",
+                                   37};
+  const int64_t run = stored_run(store, {collapse}, 40);
+  EXPECT_EQ(gather_run(store, run, {}).verdict,
+            "Run " + std::to_string(run) +
+                " failed: The fp16 loss scale collapsed at step 30 on rank 0.");
+  store::FindingInfo info;
+  info.kind = "nonfinite";
+  info.fields_json =
+      json{{"kind", "nonfinite"}, {"step", 30}, {"evidence", {{"failing_run", run}}}}.dump();
+  info.repro_json = json{{"argv", {"train.py"}}}.dump();
+  EXPECT_EQ(gather_finding(store, store.add_finding(info), {}).verdict,
+            "The fp16 loss scale collapsed at step 30.");
+}
+
 TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
