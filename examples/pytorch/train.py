@@ -52,27 +52,41 @@ def synthetic_tokens(vocab_size, n_tokens, seed, branching=4, uniform=0.02):
 
 
 class Corpus:
-    def __init__(self, tokens, block_size, sample_delay_ms=0.0):
+    def __init__(self, tokens, block_size, sample_delay_ms=0.0, token_noise=0.0, vocab_size=0):
         self.tokens, self.block_size = tokens, block_size
         self.delay_s = sample_delay_ms / 1000  # --sample-delay-ms: a slow data source
+        self.token_noise, self.vocab_size = token_noise, vocab_size
         self.n_samples = (len(tokens) - 1) // block_size
         if self.n_samples < 1:
             sys.exit(f"train.py: the corpus has {len(tokens)} tokens, fewer than one sample")
         self.offsets = torch.arange(block_size + 1)
 
-    def get(self, samples):
-        """Inputs and next-token targets of these samples, (len(samples), block_size) each."""
+    def get(self, samples, sample_rng=lambda sample: nullcontext()):
+        """Inputs and next-token targets of these samples, (len(samples), block_size) each.
+        --token-noise draws each sample's noise under sample_rng(sample)."""
         if self.delay_s:
             time.sleep(self.delay_s * len(samples))
         rows = self.tokens[torch.tensor(samples)[:, None] * self.block_size + self.offsets]
-        return rows[:, :-1], rows[:, 1:]
+        x, y = rows[:, :-1], rows[:, 1:]
+        if self.token_noise:
+            x = x.clone()
+            for row, sample in enumerate(samples):
+                with sample_rng(sample):
+                    self.add_noise(x[row])
+        return x, y
+
+    def add_noise(self, x):
+        """Augmentation: a random --token-noise fraction of the inputs become random tokens,
+        drawn from torch's global generator as a dataset's random crop would be."""
+        noisy = torch.rand(x.shape) < self.token_noise
+        x[noisy] = torch.randint(self.vocab_size, (int(noisy.sum()),))
 
     # A map-style dataset too, for --loader torch: a DataLoader's default collate stacks these
     # into get()'s tensors, bit for bit.
     def __len__(self):
         return self.n_samples
 
-    def __getitem__(self, sample):
+    def __getitem__(self, sample):  # run.data_loader() loads it under run.sample_rng
         x, y = self.get([sample])
         return x[0], y[0]
 
@@ -86,7 +100,7 @@ def micro_batches(s, batch, args, data, loader):
         return
     for samples in s.micro_batches(batch, args.grad_accum):
         with s.data():
-            x, y = data.get(samples)
+            x, y = data.get(samples, s.sample_rng)
         yield samples, x, y
 
 
@@ -96,7 +110,8 @@ def load_corpus(args):
             tokens = torch.tensor(list(f.read()), dtype=torch.long)
     else:
         tokens = synthetic_tokens(args.vocab_size, args.data_tokens, args.data_seed)
-    return Corpus(tokens, args.block_size, args.sample_delay_ms)
+    return Corpus(tokens, args.block_size, args.sample_delay_ms, args.token_noise,
+                  args.vocab_size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -357,6 +372,8 @@ def parse_args(argv=None):
     add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
         "--workers worker processes loads the micro-batches (run.data_loader)")
     add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
+    add("--token-noise", type=float, default=0.0, help="augmentation: this fraction of input "
+        "tokens is replaced by random ones as each sample loads (run.sample_rng)")
     add("--data-seed", type=int, default=1, help="seed of the synthetic language")
     add("--data-tokens", type=int, default=32768, help="tokens of the synthetic corpus")
     add("--log-every", type=int, default=10, help="progress lines on stdout (rank 0); 0: none")

@@ -396,6 +396,25 @@ TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduc
   EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
 }
 
+// The same through two DataLoader workers that augment each sample as it loads (a tenth of its
+// tokens turned random, from torch's global generator): the replay from the checkpoint of step
+// 100 draws each sample's noise as the run did (run.sample_rng), so it matches the run's records
+// bit for bit and no re-run is needed to trust it. Without per-sample seeds the resumed workers
+// drew other noise, and the search ended in a `nondeterministic` finding at step 101.
+TEST(ExternalTrainer, ARunWhoseWorkersAugmentTheirSamplesReplaysFromItsCheckpointBitForBit) {
+  const std::string dir = make_temp_dir("ext-run-noise");
+  auto train =
+      faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
+                              {"train.steps=200", "train.loader=torch", "train.workers=2",
+                               "train.token_noise=0.1", "fault.nan_step=150",
+                               "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=50"}),
+                    dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  const auto finding = expect_isolated_from_checkpoint_100(
+      dir, std::to_string(train.doc.at("run_id").get<int64_t>()));
+  EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
+}
+
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a
 // cluster): imported with its recipe, it is isolated from its own checkpoints.
 TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAndIsolated) {

@@ -9,6 +9,7 @@ Needs Debian's python3 with python3-torch. Takes about a minute on two cores.
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -291,6 +292,45 @@ class HelperUnits(unittest.TestCase):
             run.end()
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_a_sample_draws_the_same_random_numbers_in_any_worker_and_any_replay(self):
+        class Noisy:  # random augmentation: numbers drawn from the global generators
+            def __len__(self):
+                return 16
+
+            def __getitem__(self, i):
+                return torch.tensor([float(i), torch.rand(()).item(), random.random()])
+
+        def loaded(workers, steps, **environ):
+            """{(step, sample): its loaded row}, and the main process's next torch.rand."""
+            with tempfile.TemporaryDirectory() as tmp:
+                run = fp.Run(config={"case": "noise"}, seed=1, threads=1,
+                             environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
+                                      "FAULTLINE_OUT": tmp, **environ})
+                model = torch.nn.Linear(3, 1)
+                run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
+                loader = run.data_loader(Noisy(), 4, steps, num_workers=workers)
+                drawn = {}
+                for step in run.steps(steps):
+                    with run.step(step) as s:
+                        for x in s.micro_batches(loader=loader):
+                            drawn.update({(step, i): row
+                                          for i, row in zip(s.micro_samples, x.tolist())})
+                            s.backward(model(x).square().mean())
+                after = torch.rand(()).item()
+                run.end()
+            return drawn, after
+
+        in_main, after_main = loaded(0, 5)
+        in_workers, after_workers = loaded(2, 5)
+        self.assertEqual(in_workers, in_main)
+        self.assertEqual(len({row[1] for row in in_main.values()}), 20, "a draw per step and sample")
+        self.assertEqual(after_workers, after_main, "loading left the main process's RNG alone")
+        a, b = fp.global_batch(1, 2, 16, 4)[1:3]
+        replayed, _ = loaded(0, 2, FAULTLINE_REPLAY_STEP="2", FAULTLINE_REPLAY_SAMPLES=f"{a},{b}")
+        self.assertEqual({k: v for k, v in replayed.items() if k[0] == 2},
+                         {(2, a): in_main[(2, a)], (2, b): in_main[(2, b)]})
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_a_forked_child_that_gets_sigterm_writes_nothing_to_its_parents_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             records, _ = run_script(tmp, SCRIPT_START + (
@@ -506,6 +546,27 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         anomaly, = replay.records(type_="anomaly")
         self.assertEqual((anomaly["where"], anomaly["samples"]), ("wte", [poison]))
         self.assertEqual(by_step(replay.records(), "step")[2]["tokens"], 2 * 32)
+
+    def test_augmentation_drawn_as_samples_load_is_the_same_indexed_in_workers_and_resumed(self):
+        # --token-noise draws each sample's noise under run.sample_rng: indexed in the main
+        # process or loaded by two DataLoader workers, and resumed from a checkpoint, the same bits.
+        args = ["--steps", "6", "--grad-accum", "2", "--token-noise", "0.2"] + QUIET
+        index = Trial(os.path.join(self.tmp, "index"), args, FAULTLINE_FINGERPRINT_EVERY=1,
+                      FAULTLINE_CHECKPOINT_EVERY=3)
+        loaded = Trial(os.path.join(self.tmp, "loaded"), args + ["--loader", "torch"],
+                       FAULTLINE_FINGERPRINT_EVERY=1)
+        index.wait()
+        loaded.wait()
+        self.assertEqual((index.codes, loaded.codes), ([0], [0]), loaded.stderr())
+        assert_same_steps(self, index, loaded, ("loss", "grad_norm"), ranks=(0,))
+        checkpoint = index.records(type_="event", name="checkpoint")[0]
+        resumed = run(os.path.join(self.tmp, "resumed"), args + ["--loader", "torch"],
+                      FAULTLINE_RESUME=checkpoint["path"], FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        full = by_step(index.records(), "fingerprint", "params")
+        self.assertEqual({k: r["hash"] for k, r in by_step(resumed.records(), "fingerprint",
+                                                           "params").items()},
+                         {k: r["hash"] for k, r in full.items() if k > 3})
 
     def test_poisoned_sample_in_a_replayed_batch(self):
         batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
