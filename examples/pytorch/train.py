@@ -286,9 +286,19 @@ class Faults:
             modules["wte"].register_forward_hook(self.poison_rows)
         if args.overflow_step:
             model.wte.weight.register_hook(self.overflow)
+        if args.slow_rank == rank:
+            model.register_forward_pre_hook(self.slow_forward)
 
     def nan_output(self, module, inputs, output):  # --nan-step/--nan-layer: NaN activations
         return output + float("nan") if self.step == self.args.nan_step else output
+
+    def slow_forward(self, module, inputs):  # --slow-rank/--slow-ms: a slower device
+        """Burns --slow-ms of this thread's CPU time in each forward pass, as a rank on a slow
+        or throttled device computes longer than its peers (CPU time, so a busy machine that
+        deschedules it does not shorten the work)."""
+        until = time.thread_time() + self.args.slow_ms / 1000
+        while time.thread_time() < until:
+            sum(range(1000))
 
     def overflow(self, grad):  # --overflow-step/-steps: gradients too big for the loss scale
         first = self.args.overflow_step
@@ -327,6 +337,13 @@ class Faults:
         if a.hang_rank == self.rank and a.hang_step == step:  # a rank that never comes back
             while True:
                 time.sleep(1)
+
+    def after_end(self):
+        """--abort-after-end-rank: training ended well (the end event is written), and this rank
+        dies of SIGABRT as it shuts down, as a torch process does now and then when a process
+        group is torn down at exit while a peer is still connected."""
+        if self.rank == self.args.abort_after_end_rank:
+            os.abort()
 
     def on_local_grads(self, step, model):
         """--corrupt-grad-*: from that step on, this rank negates the first 1/8 of its local
@@ -392,6 +409,10 @@ def parse_args(argv=None):
     add("--corrupt-update-rank", type=int, default=-1, help="fault: this rank's parameters ...")
     add("--corrupt-update-step", type=int, default=0, help="... are off by 1%% after this "
         "step's update")
+    add("--slow-rank", type=int, default=-1, help="fault: this rank burns ...")
+    add("--slow-ms", type=float, default=0.0, help="... this many ms of CPU in each forward pass")
+    add("--abort-after-end-rank", type=int, default=-1, help="fault: this rank dies of SIGABRT "
+        "after training ended (its end event written), as it shuts down")
     add("--hang-rank", type=int, default=-1, help="fault: this rank sleeps forever ...")
     add("--hang-step", type=int, default=0, help="... at the start of this step")
     add("--crash-rank", type=int, default=-1, help="fault: this rank dies of SIGSEGV ...")
@@ -473,6 +494,7 @@ def main(argv=None):
             print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "
                   f"lr {s.lr:.2e}", flush=True)
     run.end()
+    faults.after_end()
 
 
 if __name__ == "__main__":

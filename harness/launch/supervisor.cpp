@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/end_status.hpp"
 #include "harness/launch/log_records.hpp"
 #include "harness/launch/metrics_tail.hpp"
 
@@ -63,6 +64,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   SupervisedResult result;
   result.last_step.assign(count, 0);
   result.collectives.assign(count, 0);
+  result.ended_ok.assign(count, false);
   std::vector<MetricsTail> tails;
   // The CUPTI probe (--cupti) writes its gpu records next to each rank's metrics file.
   std::vector<MetricsTail> gpu_tails;
@@ -94,10 +96,17 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
         }
         if (!parsed.record) continue;
         if (const auto* event = std::get_if<EventRecord>(&*parsed.record);
-            event && event->name == "collective") {
+            event && (event->name == "collective" || event->name == kEndEvent)) {
           auto fields = nlohmann::json::parse(event->json, nullptr, false);
-          if (!fields.is_discarded() && fields.contains("seq") && fields["seq"].is_number())
+          if (event->name == kEndEvent) {
+            const auto status =
+                fields.is_object() ? fields.value("status", nlohmann::json()) : nlohmann::json();
+            result.ended_ok[rank] =
+                status.is_string() && parse_end_status(status.get<std::string>()) == EndStatus::Ok;
+          } else if (!fields.is_discarded() && fields.contains("seq") &&
+                     fields["seq"].is_number()) {
             entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());
+          }
         }
         if (const auto* step = std::get_if<StepRecord>(&*parsed.record)) {
           result.last_step[rank] = std::max(result.last_step[rank], step->step);

@@ -49,6 +49,10 @@ struct SupervisedResult {
   std::vector<RankStatus> ranks;
   std::vector<int64_t> last_step;    // per rank, 0 if none
   std::vector<int64_t> collectives;  // per rank: collectives entered at the last step record
+  // Per rank: its end event said "ok" (training ended well), so a death after it was in its
+  // shutdown. Read from the whole file after the ranks ended, so a rank that wrote the event
+  // just before dying counts.
+  std::vector<bool> ended_ok;
   std::optional<HangReport> hang;
   std::optional<CrashReport> crash;  // the first rank to die with a non-zero status
   bool timed_out = false;            // total_timeout_s ran out

@@ -205,10 +205,10 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
       }
       if (event->name == "resume" && restarted && event->step)
         file.restarts.back().resumed_from = *event->step;
-      if (event->name == "end" && fields.is_object()) {
+      if (event->name == kEndEvent && fields.is_object()) {
         file.ended = true;
         file.end_t = event->t;
-        file.end_status = text_field(fields, "status");
+        file.end_status = parse_end_status(text_field(fields, "status"));
         file.end_error = text_field(fields, "error");
       }
       if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&

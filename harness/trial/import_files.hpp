@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/end_status.hpp"
 #include "common/metrics_record.hpp"
 #include "harness/launch/log_records.hpp"
 
@@ -38,9 +39,9 @@ struct RankFile {
   int64_t cut_off_line = 0;  // its last line, cut off mid-record (0: none); among `malformed`
   std::optional<nlohmann::json> start;  // its last part's (a log has none)
   bool ended = false;                   // its last part has an end event (a log never has)
-  // That end event's status ("ok", a halt such as "nonfinite", or "error": an exception ended
-  // the script) and its error text.
-  std::string end_status, end_error;
+  // That end event's status (nullopt: one the protocol does not name) and its error text.
+  std::optional<EndStatus> end_status;
+  std::string end_error;
   std::vector<Restart> restarts;
   int64_t last_step = 0;
   // Its last part's timing, in the records' own clock (t, seconds): when its last step record

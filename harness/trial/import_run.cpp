@@ -31,10 +31,6 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kImportLauncher = "import";  // an imported run's launcher, as stored
-constexpr const char* kErrorEnd = "error";         // the end status of a script an exception ended
-// The end status of a rank its scheduler stopped with SIGTERM (a time limit, a cancel): the
-// helper writes it before the signal ends the process.
-constexpr const char* kTerminatedEnd = "terminated";
 
 // The run's config as the bundled trainer reads it: steps and warm-up, when it is one of ours.
 // faultline-train's start event carries its config as TOML text; another trainer's is a JSON
@@ -156,7 +152,7 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
     const RankFile& file = files[rank];
     last_step.push_back(file.last_step);
     entered.push_back(file.collective_entered);
-    stopped.push_back(file.ended && file.end_status == kTerminatedEnd);
+    stopped.push_back(file.ended && file.end_status == EndStatus::Terminated);
     stall.push_back(stopped.back() ? stalled_before_sigterm(file, static_cast<int>(rank)) : "");
     // Terminated from outside is not ended by itself: a hang it stopped is still a hang.
     none_ended = none_ended && (!file.ended || stopped.back());
@@ -213,7 +209,7 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                        "outside (its exit status is not part of an imported run)",
                        rank, file.last_step) +
                cut_off(file) + victim + stacks_of(file, rank)});
-    else if (file.end_status == kErrorEnd)
+    else if (file.end_status == EndStatus::Error)
       failures.push_back({detectors::FailureKind::Crash, file.last_step + 1, rank,
                           fmt::format("rank {} ended in step {} with an error: {} (its end event)",
                                       rank, file.last_step + 1,

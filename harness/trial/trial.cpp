@@ -34,6 +34,20 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
+std::string how_it_died(const CrashReport& crash) {
+  return crash.signal ? "died of " + signal_name(crash.signal)
+                      : "exited with code " + std::to_string(crash.exit_code);
+}
+
+// Where it was: the stacks a Python trainer's faulthandler printed as it died, if any, from the
+// rank's own log (ranks a launcher started share one log: whose stacks is unknown).
+std::string stacks_of_rank(const RankLaunch& rank) {
+  if (auto stacks = rank.stacks_path.empty() ? stacks_in_log(rank.log_path) : std::string();
+      !stacks.empty())
+    return "; its stacks (from its log):" + stacks;
+  return "";
+}
+
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
 // a data anomaly is the trainer reporting a failure the detectors judge from its records; its
 // report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
@@ -94,6 +108,19 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
       return;
     }
   }
+  if (result.ended_ok.at(crash.rank)) {
+    // Its end event said every step trained; it died shutting down (at interpreter exit, a
+    // process group or DDP reducer torn down while a peer is still connected aborts a torch
+    // process now and then). The run's records and checkpoints are whole: a warning, not a
+    // crash to bisect in step last + 1.
+    failures.push_back(
+        {detectors::FailureKind::TeardownCrash, -1, crash.rank,
+         fmt::format("rank {} {} after its end event said training ended well "
+                     "(status ok, after step {})",
+                     crash.rank, how_it_died(crash), result.last_step.at(crash.rank)) +
+             stacks_of_rank(ranks.at(crash.rank))});
+    return;
+  }
   if (meaning == ExitMeaning::OutOfMemory) {
     failures.push_back(
         {detectors::FailureKind::Oom, crash.step, crash.rank,
@@ -106,16 +133,9 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
          "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
     return;
   }
-  std::string how = crash.signal ? "died of " + signal_name(crash.signal)
-                                 : "exited with code " + std::to_string(crash.exit_code);
-  // Where it was: the stacks a Python trainer's faulthandler printed as it died, if any, from
-  // the rank's own log (ranks a launcher started share one log: whose stacks is unknown).
-  const auto& rank = ranks.at(crash.rank);
-  if (auto stacks = rank.stacks_path.empty() ? stacks_in_log(rank.log_path) : std::string();
-      !stacks.empty())
-    how += "; its stacks (from its log):" + stacks;
   failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
-                      "rank " + std::to_string(crash.rank) + " " + how});
+                      "rank " + std::to_string(crash.rank) + " " + how_it_died(crash) +
+                          stacks_of_rank(ranks.at(crash.rank))});
 }
 
 // A job or step the scheduler ended (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED).

@@ -18,7 +18,7 @@ struct KindInfo {
 };
 
 constexpr Severity F = Severity::Failure;
-constexpr std::array<KindInfo, 20> kNames = {{
+constexpr std::array<KindInfo, 21> kNames = {{
     {FailureKind::Nonfinite, "nonfinite", F, ""},
     {FailureKind::Data, "data", F, ""},
     {FailureKind::LossSpike, "loss_spike", F, ""},
@@ -45,6 +45,10 @@ constexpr std::array<KindInfo, 20> kNames = {{
     {FailureKind::SlowComm, "slow_comm", Severity::Warning,
      "its NCCL kernels run longer: a slow link or GPU at that rank, or it reaches each collective "
      "first and waits for late peers; `faultline check nccl` measures the links"},
+    {FailureKind::TeardownCrash, "teardown_crash", Severity::Warning,
+     "every step trained and its records and checkpoints are whole; the process died as it shut "
+     "down (a process group, DDP model or thread torn down at interpreter exit while a peer "
+     "was still connected is the usual cause), which a scheduler still counts as a failed job"},
 }};
 
 }  // namespace

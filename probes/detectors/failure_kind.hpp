@@ -32,6 +32,7 @@ enum class FailureKind {
   LossRegression,  // the smoothed loss worse than a reference's seed band (reference.hpp)
   BadInit,         // a language model's first loss far above ln(vocab size): a warning
   SlowComm,        // a rank's NCCL kernels far longer than its peers' (gpu records): a warning
+  TeardownCrash,   // a rank died after its end event said training ended well: a warning
 };
 
 // A warning is reported with the run but does not fail it: the run may still train well.

@@ -57,6 +57,8 @@ std::string what_happened(const std::string& kind_name, FailureSpan span) {
       return "The first loss was far above ln(vocabulary)";
     case FailureKind::SlowComm:
       return "One rank's NCCL kernels ran far longer than its peers'";
+    case FailureKind::TeardownCrash:
+      return "A rank died as it shut down, after training ended";
   }
   return kind_name;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/end_status.hpp"
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/text.hpp"
@@ -61,7 +62,7 @@ class Trainer {
   TrainExit step(int64_t step);
   void write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor);
   void write_checkpoint(int64_t step);
-  void end(const char* status, int64_t step);
+  void end(EndStatus status, int64_t step);
 
   const TrainerOptions& options_;
   const TrainConfig& config_;
@@ -192,7 +193,7 @@ TrainExit Trainer::step(int64_t step) {
   const double data_cpu_ms = thread_cpu_ms() - data_cpu_start;
   if (batch.anomaly) {
     report_token_anomaly(*metrics_, step, *batch.anomaly, config_.model.vocab_size);
-    end("data_anomaly", step);
+    end(EndStatus::DataAnomaly, step);
     return TrainExit::DataAnomaly;
   }
 
@@ -314,7 +315,7 @@ TrainExit Trainer::step(int64_t step) {
     report_nonfinite(*metrics_, step, loss, *params_, findings, *loader_, !finite);
     if (halting) {
       // Halting skipped the update, so the state (checkpointed above) is still step - 1's.
-      end("nonfinite", step);
+      end(EndStatus::Nonfinite, step);
       return TrainExit::Nonfinite;
     }
   }
@@ -329,10 +330,10 @@ TrainExit Trainer::step(int64_t step) {
   return TrainExit::Ok;
 }
 
-void Trainer::end(const char* status, int64_t step) {
+void Trainer::end(EndStatus status, int64_t step) {
   double tokens_per_s = timed_ms_ > 0 ? tokens_seen_ / (timed_ms_ / 1000.0) : 0;
-  metrics_->write("event", {{"name", "end"},
-                            {"status", status},
+  metrics_->write("event", {{"name", kEndEvent},
+                            {"status", to_string(status)},
                             {"step", step},
                             {"tokens_per_s", tokens_per_s},
                             {"first_loss", number(first_loss_)},
@@ -341,8 +342,8 @@ void Trainer::end(const char* status, int64_t step) {
     std::printf(
         "faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %.0f tokens/s "
         "on rank 0\n",
-        status, static_cast<long long>(step), first_loss_, static_cast<long long>(first_step_),
-        last_loss_, tokens_per_s);
+        to_string(status), static_cast<long long>(step), first_loss_,
+        static_cast<long long>(first_step_), last_loss_, tokens_per_s);
   std::fflush(stdout);
 }
 
@@ -370,7 +371,7 @@ TrainExit Trainer::run() {
     TrainExit exit = step(s);
     if (exit != TrainExit::Ok) return exit;
   }
-  end("ok", last);
+  end(EndStatus::Ok, last);
   return TrainExit::Ok;
 }
 

@@ -247,6 +247,43 @@ TEST(ExternalTrainer, ADataLoaderThatCannotKeepUpIsADataStall) {
       << cli.doc.dump();
 }
 
+// A rank on a slower device (it burns 20 ms of CPU in each forward pass) in a DDP job: DDP's
+// gradient allreduce runs inside the backward pass, so the other rank's wait for it is inside its
+// compute and wall times are alike; CPU time names the straggler.
+TEST(ExternalTrainer, ASlowRankUnderDdpIsAStragglerByItsCpuTime) {
+  const std::string dir = make_temp_dir("ext-ddp-straggler");
+  auto cli = faultline_cli(
+      with_sets({"train", "-c", kHelper, "--ranks", "2", "--json"},
+                {"train.steps=30", "train.ddp=1", "fault.slow_rank=1", "fault.slow_ms=20"}),
+      dir, 300, {}, TimingDetectors::On);
+  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  const auto& failures = cli.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"straggler"}) << cli.doc.dump();
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_THAT(failures[0].at("detail").get<std::string>(), HasSubstr("median CPU time"));
+}
+
+// A rank that dies of SIGABRT as it shuts down, after its end event said training ended well
+// (torch processes do this now and then when a process group is torn down at exit while a peer
+// is still connected): every step trained and every record is whole, so it is a warning, not a
+// crash in step 21 that isolate would search for.
+TEST(ExternalTrainer, ARankThatDiesAsItShutsDownAfterTrainingEndedIsAWarning) {
+  const std::string dir = make_temp_dir("ext-teardown");
+  auto cli = faultline_cli(with_sets({"train", "-c", kHelper, "--ranks", "2", "--json"},
+                                     {"train.steps=20", "fault.abort_after_end_rank=1"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("verdict"), "pass");
+  const auto& failures = cli.doc.at("failures");
+  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"teardown_crash"}) << cli.doc.dump();
+  EXPECT_EQ(failures[0].at("severity"), "warning");
+  EXPECT_EQ(failures[0].at("rank"), 1);
+  EXPECT_EQ(failures[0].at("step"), nullptr);
+  EXPECT_THAT(failures[0].at("detail").get<std::string>(),
+              HasSubstr("rank 1 died of SIGABRT after its end event said training ended well "
+                        "(status ok, after step 20)"));
+}
+
 // `isolate -c train.toml --ranks 2 --json` with these keys, expecting a rank_divergence of rank 1
 // at step 40 (the planted faults below all strike rank 1 at 40).
 Cli isolate_rank_one_at_40(const std::string& dir, const std::vector<std::string>& sets) {

@@ -1,0 +1,25 @@
+// The end event of the metrics protocol (docs/metrics-protocol.md): its name and the statuses a
+// trainer writes in it, spelled in one place.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace faultline {
+
+constexpr const char* kEndEvent = "end";
+
+enum class EndStatus {
+  Ok,           // every step it was asked for trained
+  Nonfinite,    // halted on a NaN/Inf
+  DataAnomaly,  // halted on bad data
+  Oom,          // out of memory (the Python helper)
+  Error,        // an exception ended the script (the Python helper)
+  Terminated,   // SIGTERM stopped it: its scheduler's time limit or a cancel (the Python helper)
+};
+
+const char* to_string(EndStatus status);
+// nullopt for a status of a trainer's own that the protocol does not name.
+std::optional<EndStatus> parse_end_status(std::string_view name);
+
+}  // namespace faultline
