@@ -420,17 +420,22 @@ steps = 10
   EXPECT_THAT(runs.result.output, ::testing::Not(HasSubstr("run_id")));
 }
 
-TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduced) {
-  const std::string dir = make_temp_dir("ext-run");
-  auto train =
-      faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
-                              {"train.steps=200", "fault.nan_step=150",
-                               "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=50"}),
-                    dir, 300);
+// `train` of a 200-step run with checkpoints every 50 and a NaN in blocks.0.attn at step 150
+// (with these --set keys too), then `isolate --run` of it: found from the checkpoint of step 100.
+void expect_stored_nan_run_isolated_from_checkpoint_100(const std::string& tag,
+                                                        std::vector<std::string> sets) {
+  const std::string dir = make_temp_dir(tag);
+  sets.insert(sets.end(), {"train.steps=200", "fault.nan_step=150", "fault.nan_layer=blocks.0.attn",
+                           "faultline.checkpoint_every=50"});
+  auto train = faultline_cli(with_sets({"train", "-c", kHelper, "--json"}, sets), dir, 300);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
   const auto finding = expect_isolated_from_checkpoint_100(
       dir, std::to_string(train.doc.at("run_id").get<int64_t>()));
   EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
+}
+
+TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduced) {
+  expect_stored_nan_run_isolated_from_checkpoint_100("ext-run", {});
 }
 
 // The same through two DataLoader workers that augment each sample as it loads (a tenth of its
@@ -439,17 +444,8 @@ TEST(ExternalTrainer, AStoredHelperRunIsIsolatedFromItsOwnCheckpointsAndReproduc
 // bit for bit and no re-run is needed to trust it. Without per-sample seeds the resumed workers
 // drew other noise, and the search ended in a `nondeterministic` finding at step 101.
 TEST(ExternalTrainer, ARunWhoseWorkersAugmentTheirSamplesReplaysFromItsCheckpointBitForBit) {
-  const std::string dir = make_temp_dir("ext-run-noise");
-  auto train =
-      faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
-                              {"train.steps=200", "train.loader=torch", "train.workers=2",
-                               "train.token_noise=0.1", "fault.nan_step=150",
-                               "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=50"}),
-                    dir, 300);
-  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
-  const auto finding = expect_isolated_from_checkpoint_100(
-      dir, std::to_string(train.doc.at("run_id").get<int64_t>()));
-  EXPECT_EQ(finding.value("where", ""), "blocks.0.attn");
+  expect_stored_nan_run_isolated_from_checkpoint_100(
+      "ext-run-noise", {"train.loader=torch", "train.workers=2", "train.token_noise=0.1"});
 }
 
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a
