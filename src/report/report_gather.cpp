@@ -12,6 +12,7 @@
 #include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
+#include "probes/detectors/failure_kind.hpp"
 #include "report/headline.hpp"
 #include "report/plot_data.hpp"
 #include "report/rank_plot.hpp"
@@ -336,15 +337,22 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   return report;
 }
 
+// Whether a stored failure fails its run: a warning (bad_init, teardown_crash) does not.
+bool fails_run(const store::RunFailure& failure) {
+  const auto kind = detectors::parse_failure_kind(failure.kind);
+  return !kind || detectors::severity(*kind) == detectors::Severity::Failure;
+}
+
 Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions& options) {
   const auto run = load_run(store, run_id);
   const auto summary = store.summarize(run_id);
   Report report;
   report.subject = Subject::Run;
   report.title = fmt::format("Run {}", run_id);
-  report.failed = !run.failures.empty();
+  const auto failing = std::find_if(run.failures.begin(), run.failures.end(), fails_run);
+  report.failed = failing != run.failures.end();
   if (report.failed) {
-    const auto& first = run.failures.front();
+    const auto& first = *failing;
     report.verdict =
         fmt::format("Run {} failed: {}", run_id, what_happened(first.kind, span_of(first)));
     if (first.step >= 0) report.verdict += fmt::format(" at step {}", first.step);
@@ -361,6 +369,10 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
     if (summary.first_loss && summary.last_loss)
       report.verdict +=
           fmt::format("; loss {:.4g} → {:.4g}", *summary.first_loss, *summary.last_loss);
+    for (const auto& warning : run.failures) {
+      report.verdict += "; warning: " + what_happened(warning.kind, span_of(warning));
+      if (warning.rank >= 0) report.verdict += fmt::format(" (rank {})", warning.rank);
+    }
     report.verdict += ".";
   }
   report.failures.columns = {"kind", "step", "rank", "detail"};
@@ -394,7 +406,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   auto records = plotted_records(store, run_id, report.bad_step);
   Curves curves{fmt::format("run {}", run_id), SeriesRole::Subject, records.take()};
   const auto band = reference_band(store, run, options, report.notes);
-  report.loss = records.rank_loss(report.failed ? run.failures.front().rank : -1);
+  report.loss = records.rank_loss(report.failed ? failing->rank : -1);
   report.plots = metric_plots(curves, {}, band);
   return report;
 }

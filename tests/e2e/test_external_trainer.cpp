@@ -282,6 +282,10 @@ TEST(ExternalTrainer, ARankThatDiesAsItShutsDownAfterTrainingEndedIsAWarning) {
   EXPECT_THAT(failures[0].at("detail").get<std::string>(),
               HasSubstr("rank 1 died of SIGABRT after its end event said training ended well "
                         "(status ok, after step 20)"));
+  auto report = faultline_cli({"report", std::to_string(cli.doc.at("run_id").get<int64_t>())}, dir);
+  EXPECT_THAT(report.result.output, HasSubstr("pass after 20 steps on 2 ranks"));
+  EXPECT_THAT(report.result.output,
+              HasSubstr("warning: A rank died as it shut down, after training ended (rank 1)"));
 }
 
 // `isolate -c train.toml --ranks 2 --json` with these keys, expecting a rank_divergence of rank 1

@@ -18,8 +18,9 @@ using faultline::testing::ScratchDir;
 using faultline::testing::step_record;
 using nlohmann::json;
 
+// A finished run: "fail" when it has failures, unless `verdict` says otherwise (a warning).
 int64_t stored_run(store::Store& store, std::vector<store::RunFailure> failures, int64_t steps,
-                   double nan_from = INFINITY) {
+                   double nan_from = INFINITY, std::string verdict = "") {
   store::RunInfo info;
   info.config_path = "/recipes/micro.toml";
   info.steps = steps;
@@ -30,7 +31,7 @@ int64_t stored_run(store::Store& store, std::vector<store::RunFailure> failures,
     records.push_back(step_record(0, step, step >= nan_from ? NAN : 5.0 - 0.1 * step));
   store.add_steps(id, records);
   info.status = store::RunStatus::Finished;
-  info.verdict = failures.empty() ? "pass" : "fail";
+  info.verdict = !verdict.empty() ? verdict : failures.empty() ? "pass" : "fail";
   info.failures = std::move(failures);
   store.finish_run(id, info);
   return id;
@@ -181,6 +182,21 @@ TEST(ReportGather, AHangsStacksAreABlockAndItsRankLoopIsTheTrainerCommand) {
   EXPECT_EQ(report.detail_block,
             "Current thread 0x01 (most recent call first):\n"
             "  File \"train.py\", line 209 in at_step_start");
+}
+
+TEST(ReportGather, ARunWithOnlyAWarningPassedAndSaysTheWarning) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t id =
+      stored_run(store, {{"teardown_crash", -1, 1, "rank 1 died of SIGABRT after its end event"}},
+                 9, INFINITY, "pass");
+  const Report report = gather_run(store, id, {});
+  EXPECT_FALSE(report.failed);
+  EXPECT_EQ(report.verdict, "Run " + std::to_string(id) +
+                                " pass after 9 steps on 1 rank; loss 4.9 → 4.1; warning: A rank "
+                                "died as it shut down, after training ended (rank 1).");
+  EXPECT_EQ(report.failures.rows.size(), 1u);
+  EXPECT_EQ(report.repro_command, "");
 }
 
 TEST(ReportGather, ALossScalerThatFoundNoScaleIsNoNanInTheHeadline) {
