@@ -179,10 +179,12 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
   std::vector<TrialSpec> replays;
   for (const auto& interval : intervals)
     replays.push_back(trainer.prefix(trainer.resume(single, interval.from), interval.to));
-  std::vector<int64_t> alone_run_ids;  // one per interval, in step order
+  std::vector<int64_t> alone_run_ids;                        // one per interval, in step order
+  std::vector<std::vector<FingerprintRecord>> alone_prints;  // read once, for every candidate
   for (const auto& alone : context.run(replays)) {
     require_ran(alone, "the 1-rank replay");
     alone_run_ids.push_back(alone.run_id);
+    alone_prints.push_back(context.store.fingerprints(alone.run_id));
   }
   // The first candidate after `after`, interval by interval.
   auto next_candidate =
@@ -194,8 +196,8 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
       std::vector<FingerprintRecord> inside;
       for (const auto& record : prints)
         if (record.step > from && record.step <= intervals[i].to) inside.push_back(record);
-      if (auto found = first_divergence(inside, context.store.fingerprints(alone_run_ids[i]),
-                                        "params", kRankTolerance, std::max(after, from)))
+      if (auto found = first_divergence(inside, alone_prints[i], "params", kRankTolerance,
+                                        std::max(after, from)))
         return found;
     }
     return std::nullopt;
