@@ -398,8 +398,11 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
                     {"started", run.started_at},
                     {"ended", run.ended_at},
                     {"started by", run.parent}};
-  if (run.exit_code) report.summary.push_back({"exit code", std::to_string(*run.exit_code)});
-  if (run.signal) report.summary.push_back({"signal", *run.signal});
+  // A rank a signal killed has no exit code of its own (stored as 0): the signal says it.
+  if (run.signal)
+    report.summary.push_back({"signal", *run.signal});
+  else if (run.exit_code)
+    report.summary.push_back({"exit code", std::to_string(*run.exit_code)});
   if (report.failed) report.repro_command = fmt::format("faultline isolate --run {}", run_id);
   report.trainer_command =
       shell_command(json::parse(run.argv_json).get<std::vector<std::string>>());
