@@ -1,6 +1,7 @@
 // End-to-end on a real Slurm cluster (scripts/slurm-local.sh: 4 virtual nodes on this host):
 // smoke and isolate with --launcher slurm, each trial an sbatch job (or an srun step inside
-// salloc); a hung task is a hang and its job is cancelled; --jobs 2 finds what --jobs 1 does.
+// salloc); a hung task is a hang and its job is cancelled; --jobs 2 finds what --jobs 1 does; a
+// task that dies after training ended is a warning.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@ namespace {
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
+const std::string kHelper = FAULTLINE_SOURCE_DIR "/examples/pytorch/train.toml";
 
 Cli on_slurm(std::vector<std::string> args, const std::vector<std::string>& overrides,
              const std::string& dir) {
@@ -125,6 +127,24 @@ TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
   EXPECT_EQ(failure.at("rank"), 3);
   EXPECT_EQ(failure.at("step"), 8);
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0) << "the hung trial's job is still queued or running";
+}
+
+// A PyTorch task that dies of SIGABRT as it exits, after its end event said training ended
+// well: srun reports the signal, and the run is a pass with a teardown_crash warning.
+TEST(Slurm, APythonTaskThatDiesAsItShutsDownAfterTrainingIsAWarning) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-teardown");
+  auto cli = on_slurm({"train", "-c", kHelper, "--ranks", "2"},
+                      {"launcher.nodes=1", "launcher.tasks_per_node=2", "train.steps=20",
+                       "fault.abort_after_end_rank=1"},
+                      dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  auto failure = failure_of(cli.doc.at("failures"), "teardown_crash");
+  ASSERT_FALSE(failure.is_null()) << cli.doc.dump();
+  EXPECT_EQ(failure.at("rank"), 1);
+  EXPECT_EQ(failure.at("severity"), "warning");
+  EXPECT_THAT(failure.at("detail").get<std::string>(), HasSubstr("died of SIGABRT"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }
 
 TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
