@@ -12,6 +12,7 @@ Exit codes: 0 done, 2 bad usage, 3 halted on NaN/Inf, 4 bad data, 5 out of memor
 """
 import argparse
 from contextlib import nullcontext
+import copy
 import json
 import math
 import os
@@ -182,13 +183,45 @@ class GPT(nn.Module):
                 std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
                 nn.init.normal_(p, mean=0.0, std=std)
 
-    def forward(self, idx, targets):
+    def logits(self, idx):
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.wte(idx) + self.wpe(positions)
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln_f(x))
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return self.head(self.ln_f(x))
+
+    def forward(self, idx, targets, teacher_logits=None, distill=0.0):
+        """Cross-entropy, plus distill x the squared distance to a teacher's logits if given."""
+        logits = self.logits(idx)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        if teacher_logits is not None:
+            loss = loss + distill * F.mse_loss(logits, teacher_logits)
+        return loss
+
+
+class MeanTeacher:
+    """--ema-teacher: an exponential moving average of the model's weights whose predictions the
+    loss also matches (mean teacher, self-distillation). Its weights are state outside the model
+    and the optimizer: given to run.start(state=...), checkpoints hold it and a replay from one
+    is bitwise; left out (--ema-unsaved), a resumed run's teacher starts over."""
+
+    def __init__(self, model, decay):
+        self.model, self.decay = copy.deepcopy(model).requires_grad_(False), decay
+
+    @torch.no_grad()
+    def logits(self, idx):
+        return self.model.logits(idx)
+
+    @torch.no_grad()
+    def update(self, model):
+        for mine, theirs in zip(self.model.parameters(), model.parameters()):
+            mine.mul_(self.decay).add_(theirs.detach(), alpha=1 - self.decay)
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def load_state_dict(self, state):
+        self.model.load_state_dict(state)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -389,6 +422,11 @@ def parse_args(argv=None):
     add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
         "--workers worker processes loads the micro-batches (run.data_loader)")
     add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
+    add("--ema-teacher", type=float, default=0.0, help="mean teacher: an EMA of the weights with "
+        "this decay, whose logits the loss also matches (0: none; run.start(state=...))")
+    add("--distill", type=float, default=0.5, help="weight of the teacher's term (--ema-teacher)")
+    add("--ema-unsaved", type=int, default=0, help="fault: the teacher is not given to "
+        "run.start(state=...), so checkpoints lack it and a resumed run's teacher starts over")
     add("--token-noise", type=float, default=0.0, help="augmentation: this fraction of input "
         "tokens is replaced by random ones as each sample loads (run.sample_rng)")
     add("--data-seed", type=int, default=1, help="seed of the synthetic language")
@@ -448,6 +486,8 @@ def main(argv=None):
     # LambdaLR's factor i is the factor of step i + 1.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                   lambda i: lr_at(i + 1, args) / args.lr)
+    # Copied before the faults' hooks go on the model: the teacher has none of them.
+    teacher = MeanTeacher(model, args.ema_teacher) if args.ema_teacher else None
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
     if args.ddp and run.world_size > 1:  # the helper sees through it (faultline_probe README)
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -455,7 +495,8 @@ def main(argv=None):
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     if autocast_dtype == torch.float16 and run.device.type != "cuda":
         autocast_dtype = None
-    run.start(model, optimizer, scheduler, scaler=scaler, samples=data.n_samples)
+    state = {"teacher": teacher} if teacher is not None and not args.ema_unsaved else {}
+    run.start(model, optimizer, scheduler, scaler=scaler, state=state, samples=data.n_samples)
     if run.rank == 0:
         n_params = sum(p.numel() for p in model.parameters())
         print(f"train.py: {n_params} parameters, {data.n_samples} samples, {run.world_size} "
@@ -478,7 +519,10 @@ def main(argv=None):
                 faults.samples = samples
                 with (torch.autocast(run.device.type, dtype=autocast_dtype) if autocast_dtype
                       else nullcontext()):
-                    loss = model(x, y)
+                    if teacher is None:
+                        loss = model(x, y)
+                    else:
+                        loss = model(x, y, teacher.logits(x), args.distill)
                 s.backward(loss, tokens=x.numel())
             faults.on_local_grads(step, model)
             s.all_reduce()
@@ -489,6 +533,8 @@ def main(argv=None):
             else:
                 optimizer.step()
             scheduler.step()
+            if teacher is not None:
+                teacher.update(run.module)
             faults.after_update(step, model)
         if run.rank == 0 and args.log_every and (step % args.log_every == 0 or step == 1):
             print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "

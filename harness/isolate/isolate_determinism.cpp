@@ -28,6 +28,15 @@ std::vector<StepRecord> window(std::vector<StepRecord> records, int64_t from, in
   return kept;
 }
 
+// A replay that parts from the run at the first step after the checkpoint it resumed from,
+// on the same machine: the likeliest cause is state the checkpoint does not hold.
+std::string missing_state_hint(int64_t checkpoint_step) {
+  return "; the first step after the checkpoint of step " + std::to_string(checkpoint_step) +
+         " already differs: the checkpoint does not hold everything the steps depend on (an EMA "
+         "or teacher model, a second optimizer, an RNG or data iterator of the script's own); "
+         "with the Python helper, give it to run.start(state={...})";
+}
+
 bool ran_alike(store::Store& store, int64_t run_a, int64_t run_b) {
   return host_facts(start_event(store, run_a)) == host_facts(start_event(store, run_b));
 }
@@ -49,9 +58,11 @@ std::optional<detectors::Failure> check_determinism(Context& context, const Scal
       auto differs = detectors::compare_runs(
           window(context.store.steps_between(stored_run, from + 1, last), from, last),
           window(context.store.steps(replay.run_id), from, last));
-      if (differs)
+      if (differs) {
         differs->detail += " (stored run " + std::to_string(stored_run) + " and its replay, run " +
                            std::to_string(replay.run_id) + ")";
+        if (from > 0 && differs->step == from + 1) differs->detail += missing_state_hint(from);
+      }
       return differs;
     }
   }

@@ -826,13 +826,22 @@ class Run:
 
     # -- setting up ----------------------------------------------------------------------------
 
-    def start(self, model, optimizer, scheduler=None, scaler=None, **fields):
+    def start(self, model, optimizer, scheduler=None, scaler=None, state=None, **fields):
         """Writes the start event and, with FAULTLINE_RESUME, loads the checkpoint (model,
-        optimizer, scheduler, loss scaler, step and every RNG state) and writes the resume event.
-        scaler: fp16's dynamic loss scaler (torch.amp.GradScaler, or any object with its scale,
-        unscale_, get_scale, state_dict and load_state_dict); an overflowing step is then skipped,
-        not halted on. Extra fields (e.g. samples=len(dataset)) go into the start event. Returns
-        the first step."""
+        optimizer, scheduler, loss scaler, `state`, step and every RNG state) and writes the
+        resume event. scaler: fp16's dynamic loss scaler (torch.amp.GradScaler, or any object
+        with its scale, unscale_, get_scale, state_dict and load_state_dict); an overflowing step
+        is then skipped, not halted on. state: {name: object with state_dict() and
+        load_state_dict()}, the rest of what the steps depend on (an EMA or teacher model, a
+        second optimizer, a curriculum), saved in every checkpoint from rank 0 and loaded on
+        resume: a replay from a checkpoint is bitwise only when it holds all of it. Extra fields
+        (e.g. samples=len(dataset)) go into the start event. Returns the first step."""
+        self.state = dict(state or {})
+        for name, value in self.state.items():
+            if not (callable(getattr(value, "state_dict", None))
+                    and callable(getattr(value, "load_state_dict", None))):
+                raise TypeError(f"run.start(state=...): '{name}' is a {type(value).__name__}, "
+                                "which has no state_dict() and load_state_dict()")
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         # DistributedDataParallel averages the gradients in the backward pass: the steps then
         # skip the helper's own allreduce of them, and checkpoints and probes use the module
@@ -862,6 +871,7 @@ class Run:
             "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
             "ddp": self.ddp,
             "loss_scaler": type(self.scaler).__name__ if self.scaler is not None else "",
+            "state": sorted(self.state),
             "command": sys.argv, "pid": os.getpid(),
         }
         if self.device.type == "cuda":
@@ -994,6 +1004,7 @@ class Run:
                  "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                 "state": {name: value.state_dict() for name, value in self.state.items()},
                  "rng": states}
         temporary = path + ".tmp"
         torch.save(state, temporary)
@@ -1013,12 +1024,24 @@ class Run:
             # The scale decides which steps overflow: a replay needs the one the run had.
             if self.scaler is not None and state.get("scaler") is not None:
                 self.scaler.load_state_dict(state["scaler"])
+            self._load_state(state.get("state") or {})
         except (OSError, ValueError, KeyError, RuntimeError, EOFError) as error:
             _usage_exit(f"cannot resume from {path} (FAULTLINE_RESUME): {error}")
         states = state["rng"]
         # Each rank continues its own RNG stream; a 1-rank replay of an N-rank run takes rank 0's.
         _set_rng_state(states[self.rank] if len(states) == self.world_size else states[0])
         return state
+
+    def _load_state(self, saved):
+        """run.start(state=...) from a checkpoint's "state": the same names, or the replay would
+        run on without some of it (or drop some of the run's)."""
+        if set(saved) != set(self.state):
+            raise ValueError(
+                "the checkpoint's state is " + (", ".join(sorted(saved)) or "none") +
+                ", run.start(state=...) names " + (", ".join(sorted(self.state)) or "none") +
+                ": give run.start the same state the run that saved it had")
+        for name, value in self.state.items():
+            value.load_state_dict(saved[name])
 
     # -- inside -------------------------------------------------------------------------------
 

@@ -452,6 +452,35 @@ TEST(ExternalTrainer, ARunWhoseWorkersAugmentTheirSamplesReplaysFromItsCheckpoin
       "ext-run-noise", {"train.loader=torch", "train.workers=2", "train.token_noise=0.1"});
 }
 
+// A mean teacher (an EMA of the weights the loss also matches) is state outside the model and
+// the optimizer: given to run.start(state=...), the checkpoints hold it and the replay from the
+// checkpoint of step 100 matches the run bit for bit.
+TEST(ExternalTrainer, ARunWithAnEmaTeacherInItsCheckpointsReplaysFromThemBitForBit) {
+  expect_stored_nan_run_isolated_from_checkpoint_100("ext-run-teacher", {"train.ema_teacher=0.99"});
+}
+
+// Left out of the checkpoints, the resumed teacher starts over: the replay parts from the run at
+// step 101, the first step after the checkpoint, and the finding says what that means.
+TEST(ExternalTrainer, ATeacherLeftOutOfTheCheckpointsIsNamedAsStateTheyLack) {
+  const std::string dir = make_temp_dir("ext-run-unsaved");
+  auto train =
+      faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
+                              {"train.steps=200", "train.ema_teacher=0.99", "fault.ema_unsaved=1",
+                               "fault.nan_step=150", "fault.nan_layer=blocks.0.attn",
+                               "faultline.checkpoint_every=50"}),
+                    dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(train.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nondeterministic");
+  EXPECT_EQ(cli.doc.at("step"), 101);
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
+              HasSubstr("the first step after the checkpoint of step 100 already differs: the "
+                        "checkpoint does not hold everything the steps depend on"));
+}
+
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a
 // cluster): imported with its recipe, it is isolated from its own checkpoints.
 TEST(ExternalTrainer, AHelperRunStartedWithoutFaultlineIsImportedWithItsRecipeAndIsolated) {

@@ -292,6 +292,17 @@ class HelperUnits(unittest.TestCase):
             run.end()
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_state_without_a_state_dict_is_a_type_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = fp.Run(config={"case": "state"}, seed=1, threads=1,
+                         environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
+                                  "FAULTLINE_OUT": tmp})
+            model = torch.nn.Linear(2, 1)
+            with self.assertRaisesRegex(TypeError, "'ema' is a list, which has no state_dict"):
+                run.start(model, torch.optim.SGD(model.parameters(), lr=0.1), state={"ema": []})
+            run.end()
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_a_sample_draws_the_same_random_numbers_in_any_worker_and_any_replay(self):
         class Noisy:  # random augmentation: numbers drawn from the global generators
             def __len__(self):
@@ -567,6 +578,28 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         self.assertEqual({k: r["hash"] for k, r in by_step(resumed.records(), "fingerprint",
                                                            "params").items()},
                          {k: r["hash"] for k, r in full.items() if k > 3})
+
+    def test_state_given_to_start_is_checkpointed_and_a_checkpoint_without_it_is_refused(self):
+        # --ema-teacher: a mean teacher's weights, given to run.start(state=...): resumed bitwise.
+        args = ["--steps", "6", "--ema-teacher", "0.9"] + QUIET
+        full = run(os.path.join(self.tmp, "full"), args, FAULTLINE_CHECKPOINT_EVERY=3,
+                   FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(full.codes, [0], full.stderr())
+        self.assertEqual(full.records(type_="event", name="start")[0]["state"], ["teacher"])
+        path = full.records(type_="event", name="checkpoint")[0]["path"]
+        resumed = run(os.path.join(self.tmp, "resumed"), args, FAULTLINE_RESUME=path,
+                      FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        hashes = {k: r["hash"] for k, r in by_step(full.records(), "fingerprint", "params").items()}
+        self.assertEqual({k: r["hash"] for k, r in by_step(resumed.records(), "fingerprint",
+                                                           "params").items()},
+                         {k: h for k, h in hashes.items() if k > 3})
+        # The same checkpoint under a script that does not name the teacher: refused, not run on.
+        refused = run(os.path.join(self.tmp, "refused"), ["--steps", "6"] + QUIET,
+                      FAULTLINE_RESUME=path)
+        self.assertEqual(refused.codes, [2])
+        self.assertIn("the checkpoint's state is teacher, run.start(state=...) names none",
+                      refused.stderr())
 
     def test_poisoned_sample_in_a_replayed_batch(self):
         batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
