@@ -21,6 +21,7 @@ import sys
 import time
 
 import torch
+import torch.utils.checkpoint
 import torch.nn as nn
 from torch.nn import functional as F
 
@@ -163,8 +164,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, recompute=False):
         super().__init__()
+        self.recompute = recompute  # --activation-checkpointing
         if n_embd % n_head:
             raise ValueError(f"n_embd {n_embd} is not divisible by n_head {n_head}")
         self.wte = nn.Embedding(vocab_size, n_embd)
@@ -187,7 +189,12 @@ class GPT(nn.Module):
         positions = torch.arange(idx.size(1), device=idx.device)
         x = self.wte(idx) + self.wpe(positions)
         for block in self.blocks:
-            x = block(x)
+            if self.recompute and torch.is_grad_enabled():
+                # Activations of the block are not kept: its forward runs again in the backward
+                # pass (its forward hooks fire twice), trading compute for memory.
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         return self.head(self.ln_f(x))
 
     def forward(self, idx, targets, teacher_logits=None, distill=0.0):
@@ -418,6 +425,8 @@ def parse_args(argv=None):
     add("--n-embd", type=int, default=64)
     add("--block-size", type=int, default=32)
     add("--vocab-size", type=int, default=64)
+    add("--activation-checkpointing", type=int, default=0, help="1: each block's activations are "
+        "recomputed in the backward pass (torch.utils.checkpoint)")
     add("--data", default="", help="a file of raw bytes as tokens (needs --vocab-size 256)")
     add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
         "--workers worker processes loads the micro-batches (run.data_loader)")
@@ -480,7 +489,8 @@ def main(argv=None):
     args = parse_args(argv)
     run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads)  # seeds: build after
     data = load_corpus(args)
-    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
+                recompute=bool(args.activation_checkpointing))
     model.to(run.device)
     optimizer = make_optimizer(model, args)
     # LambdaLR's factor i is the factor of step i + 1.

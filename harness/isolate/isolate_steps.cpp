@@ -2,6 +2,8 @@
 // the failing step of the smallest run is where the failure shows; a non-finite value is then
 // replayed from the last checkpoint before it with the full per-module probes, which only that
 // window pays for.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -185,9 +187,17 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
     auto replayed = failure_of(window, FailureKind::Nonfinite);
     if (!replayed || replayed->step != step) {
       if (auto anomaly = any_anomaly(context.store, local.run_id, step)) take(location, *anomaly);
-      location.detail += " (the full-probe replay of steps " + std::to_string(from + 1) + ".." +
-                         std::to_string(step) + " did not fail there: run " +
-                         std::to_string(window.run_id) + ")";
+      // A replay that failed otherwise (the probes broke the script, say) says how.
+      std::string instead;
+      for (const auto& other : window.failures)
+        if (other.kind != FailureKind::Nonfinite) {
+          instead = fmt::format("; it failed with {} instead: {}", to_string(other.kind),
+                                other.detail.substr(0, 300));
+          break;
+        }
+      location.detail +=
+          fmt::format(" (the full-probe replay of steps {}..{} did not fail there{}: run {})",
+                      from + 1, step, instead, window.run_id);
       return location;
     }
     shown_in = window.run_id;

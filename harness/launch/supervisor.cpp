@@ -65,6 +65,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   result.last_step.assign(count, 0);
   result.collectives.assign(count, 0);
   result.ended_ok.assign(count, false);
+  result.end_error.assign(count, "");
   std::vector<MetricsTail> tails;
   // The CUPTI probe (--cupti) writes its gpu records next to each rank's metrics file.
   std::vector<MetricsTail> gpu_tails;
@@ -99,10 +100,13 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
             event && (event->name == "collective" || event->name == kEndEvent)) {
           auto fields = nlohmann::json::parse(event->json, nullptr, false);
           if (event->name == kEndEvent) {
-            const auto status =
-                fields.is_object() ? fields.value("status", nlohmann::json()) : nlohmann::json();
-            result.ended_ok[rank] =
-                status.is_string() && parse_end_status(status.get<std::string>()) == EndStatus::Ok;
+            const auto text = [&](const char* key) {
+              const auto value =
+                  fields.is_object() ? fields.value(key, nlohmann::json()) : nlohmann::json();
+              return value.is_string() ? value.get<std::string>() : std::string();
+            };
+            result.ended_ok[rank] = parse_end_status(text("status")) == EndStatus::Ok;
+            result.end_error[rank] = text("error");
           } else if (!fields.is_discarded() && fields.contains("seq") &&
                      fields["seq"].is_number()) {
             entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());

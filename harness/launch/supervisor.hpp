@@ -53,6 +53,9 @@ struct SupervisedResult {
   // shutdown. Read from the whole file after the ranks ended, so a rank that wrote the event
   // just before dying counts.
   std::vector<bool> ended_ok;
+  // Per rank: the error its end event gave (the Python helper's status "error": the exception
+  // that ended the script), "" when none.
+  std::vector<std::string> end_error;
   std::optional<HangReport> hang;
   std::optional<CrashReport> crash;  // the first rank to die with a non-zero status
   bool timed_out = false;            // total_timeout_s ran out

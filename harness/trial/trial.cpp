@@ -34,9 +34,12 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
-std::string how_it_died(const CrashReport& crash) {
-  return crash.signal ? "died of " + signal_name(crash.signal)
-                      : "exited with code " + std::to_string(crash.exit_code);
+std::string how_it_died(const CrashReport& crash, const SupervisedResult& result) {
+  std::string how = crash.signal ? "died of " + signal_name(crash.signal)
+                                 : "exited with code " + std::to_string(crash.exit_code);
+  if (const auto& error = result.end_error.at(crash.rank); !error.empty())
+    how += " after an error: " + error + " (its end event)";
+  return how;
 }
 
 // Where it was: the stacks a Python trainer's faulthandler printed as it died, if any, from the
@@ -117,7 +120,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
         {detectors::FailureKind::TeardownCrash, -1, crash.rank,
          fmt::format("rank {} {} after its end event said training ended well "
                      "(status ok, after step {})",
-                     crash.rank, how_it_died(crash), result.last_step.at(crash.rank)) +
+                     crash.rank, how_it_died(crash, result), result.last_step.at(crash.rank)) +
              stacks_of_rank(ranks.at(crash.rank))});
     return;
   }
@@ -134,7 +137,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
     return;
   }
   failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
-                      "rank " + std::to_string(crash.rank) + " " + how_it_died(crash) +
+                      "rank " + std::to_string(crash.rank) + " " + how_it_died(crash, result) +
                           stacks_of_rank(ranks.at(crash.rank))});
 }
 

@@ -1069,18 +1069,22 @@ class Run:
             step = self._probing
             if step is None or step._forward_site is not None:
                 return
-            for tensor in _floating_tensors(output):
-                if bool(torch.isfinite(tensor).all()):
-                    continue
-                with torch.no_grad():
+            # Outside autograd: isfinite() of a tensor that requires grad saves it for a backward
+            # pass, and activation checkpointing (torch.utils.checkpoint) needs its recomputed
+            # forward, where this hook returns early once a site is found, to save what the
+            # first forward saved, or the backward pass fails.
+            with torch.no_grad():
+                for tensor in _floating_tensors(output):
+                    if bool(torch.isfinite(tensor).all()):
+                        continue
                     bad = int((~torch.isfinite(tensor)).sum())
                     rows = None
                     micro = step._current
                     if micro is not None and tensor.dim() >= 1 and tensor.shape[0] == len(micro):
                         ok = torch.isfinite(tensor.reshape(tensor.shape[0], -1)).all(1)
                         rows = [micro[r] for r in torch.nonzero(~ok).flatten().tolist()]
-                step._forward_site = (name, bad, rows)
-                return
+                    step._forward_site = (name, bad, rows)
+                    return
         return hook
 
     def _grad_hook(self, name):

@@ -224,6 +224,22 @@ void expect_poisoned_sample_named(const std::string& tag, std::vector<std::strin
   EXPECT_EQ(cli.doc.at("samples"), nlohmann::json::array({poison}));
 }
 
+// Activation checkpointing (torch.utils.checkpoint) runs each block's forward again in the
+// backward pass, and the recomputed forward must save what the first one saved. The full
+// probes' checks run outside autograd, so the step's replay with them names the module; before,
+// the replay died in its backward pass and the finding stopped at "loss is nan".
+TEST(ExternalTrainer, ANanUnderActivationCheckpointingIsNamedInItsModule) {
+  const std::string dir = make_temp_dir("ext-recompute");
+  auto cli = faultline_cli(with_sets({"isolate", "-c", kHelper, "--json"},
+                                     {"train.activation_checkpointing=1", "fault.nan_step=30",
+                                      "fault.nan_layer=blocks.1.mlp"}),
+                           dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 30);
+  EXPECT_EQ(cli.doc.at("where"), "blocks.1.mlp");
+  EXPECT_EQ(cli.doc.at("phase"), "forward");
+}
+
 TEST(ExternalTrainer, HelperScriptPoisonedSampleIsNamedByItsIndex) {
   expect_poisoned_sample_named("ext-poison", {});
 }

@@ -601,6 +601,16 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         self.assertIn("the checkpoint's state is teacher, run.start(state=...) names none",
                       refused.stderr())
 
+    def test_full_probes_name_the_module_under_activation_checkpointing(self):
+        # The recomputed forward of a checkpointed block must save what the first one saved:
+        # the probes' checks run outside autograd, so the backward pass does not break.
+        trial = run(self.tmp, ["--steps", "3", "--activation-checkpointing", "1", "--nan-step", "2",
+                               "--nan-layer", "blocks.1.mlp"] + QUIET, FAULTLINE_PROBE="full")
+        self.assertEqual(trial.codes, [3], trial.stderr())
+        anomaly, = trial.records(type_="anomaly")
+        self.assertEqual((anomaly["step"], anomaly["phase"], anomaly["where"]),
+                         (2, "forward", "blocks.1.mlp"))
+
     def test_poisoned_sample_in_a_replayed_batch(self):
         batch = fp.global_batch(1234, 2, N_SAMPLES, 8)
         poison, other = batch[5], batch[2]
