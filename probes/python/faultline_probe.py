@@ -637,6 +637,21 @@ def _cpu_model():
     return platform.processor() or "unknown"
 
 
+def _adopted_group(settings):
+    """Whether the script made the default process group itself (dist.init_process_group before
+    Run, as most do): the helper then uses it, after checking that it is the one the environment
+    describes, and leaves its end to the script."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    mine = (dist.get_rank(), dist.get_world_size())
+    if mine != (settings.rank, settings.world_size):
+        _usage_exit(f"the script's process group is rank {mine[0]} of {mine[1]}, but RANK and "
+                    f"WORLD_SIZE say {settings.rank} of {settings.world_size}: initialize it from "
+                    "the environment (init_method='env://') or let faultline_probe.Run do it")
+    return True
+
+
 def _default_sigterm():
     """SIGTERM's default action again, from any thread (signal.signal works in the main one
     only)."""
@@ -738,9 +753,14 @@ class Run:
         seed_everything(self.seed)
         self.metrics = MetricsWriter(s.metrics or "", s.rank, mode="a" if s.resume else "w")
         self.backend = "none"
-        if s.world_size > 1:
+        self._owns_group = False  # the helper made the process group (and ends it)
+        if s.world_size > 1 and _adopted_group(s):
+            import torch.distributed as dist
+            self.backend = str(dist.get_backend())
+        elif s.world_size > 1:
             import datetime
             import torch.distributed as dist
+            self._owns_group = True
             self.backend = backend or ("nccl" if self.device.type == "cuda" else "gloo")
             if environ is None:  # env:// also finds torchrun's agent store
                 os.environ.setdefault("MASTER_ADDR", s.master_addr)
@@ -973,7 +993,7 @@ class Run:
                                        if self._timed_ms > 0 else 0.0),
                          first_loss=self._first_loss, last_loss=self._last_loss)
         self.metrics.close()
-        if status == "ok" and self.world_size > 1:
+        if status == "ok" and self._owns_group:
             import torch.distributed as dist
             if dist.is_initialized():
                 dist.destroy_process_group()

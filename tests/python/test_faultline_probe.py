@@ -6,6 +6,7 @@ environment in, metrics JSONL, checkpoints and exit codes out.
 
 Needs Debian's python3 with python3-torch. Takes about a minute on two cores.
 """
+import faulthandler
 import json
 import math
 import os
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 import unittest
+import unittest.mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROBES = os.path.join(ROOT, "probes", "python")
@@ -290,6 +292,26 @@ class HelperUnits(unittest.TestCase):
                 with run.step(3) as s:
                     next(iter(s.micro_batches(loader=loader)))
             run.end()
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_a_process_group_other_than_the_environments_is_a_usage_error(self):
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                                world_size=1)
+        try:
+            with tempfile.TemporaryDirectory() as tmp, \
+                    open(os.path.join(tmp, "stderr"), "w+") as err:
+                with self.assertRaises(SystemExit) as exit_, unittest.mock.patch("sys.stderr", err):
+                    fp.Run(config={"case": "group"}, seed=1, threads=1,
+                           environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
+                                    "FAULTLINE_OUT": tmp, "RANK": "1", "WORLD_SIZE": "2"})
+                err.seek(0)
+                self.assertIn("the script's process group is rank 0 of 1, but RANK and "
+                              "WORLD_SIZE say 1 of 2", err.read())
+            self.assertEqual(exit_.exception.code, 2)
+        finally:
+            dist.destroy_process_group()
+            faulthandler.enable()  # back on this process's own stderr
 
     @unittest.skipIf(torch is None, "needs torch")
     def test_state_without_a_state_dict_is_a_type_error(self):
@@ -722,6 +744,35 @@ class Ranks(unittest.TestCase, ProtocolChecks):
 
     def tearDown(self):
         self._tmp.cleanup()
+
+    def test_a_process_group_the_script_made_is_used_and_left_to_it(self):
+        # Most scripts call dist.init_process_group themselves, before anything else: the helper
+        # uses that group (no second init) and leaves its end to the script.
+        script = os.path.join(self.tmp, "own_group.py")
+        with open(script, "w") as f:
+            f.write("import torch, torch.distributed as dist, faultline_probe as fp\n"
+                    "dist.init_process_group('gloo', init_method='env://')\n"
+                    "run = fp.Run(config={'case': 'own group'}, seed=1, threads=1)\n"
+                    "model = torch.nn.Linear(4, 1)\n"
+                    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                    "run.start(model, optimizer)\n"
+                    "for step in run.steps(3):\n"
+                    "    with run.step(step) as s:\n"
+                    "        for samples in s.micro_batches(list(range(8))):\n"
+                    "            s.backward(model(torch.full((len(samples), 4), float(step)))"
+                    ".square().mean())\n"
+                    "        s.all_reduce()\n"
+                    "        s.clip_grad_norm(1.0)\n"
+                    "        optimizer.step()\n"
+                    "run.end()\n"
+                    "assert dist.is_initialized(), 'the helper ended the group'\n"
+                    "dist.destroy_process_group()\n")
+        trial = Trial(os.path.join(self.tmp, "run"), [], ranks=2, script=script).wait()
+        self.assertEqual(trial.codes, [0, 0], trial.stderr(0) + trial.stderr(1))
+        for rank in (0, 1):
+            start, = trial.records(rank, type_="event", name="start")
+            self.assertEqual(start["backend"], "gloo")
+            self.assertEqual(sorted(by_step(trial.records(rank), "step")), [1, 2, 3])
 
     def test_one_rank_accumulating_replays_two_ranks(self):
         args = ["--steps", "5"] + QUIET
