@@ -51,6 +51,15 @@ std::vector<std::string> kinds_of(const nlohmann::json& failures) {
   return kinds;
 }
 
+// The kinds that fail the run: not a warning, such as the teardown_crash torch 1.13 over Gloo now
+// and then adds to a DDP run that ended well (it aborts the process as it exits).
+std::vector<std::string> failing_kinds_of(const nlohmann::json& failures) {
+  std::vector<std::string> kinds;
+  for (const auto& failure : failures)
+    if (failure.value("severity", "") != "warning") kinds.push_back(failure.at("kind"));
+  return kinds;
+}
+
 // A sample of train.py's synthetic corpus (1,023 samples, seed 1234, batches of 8: the same
 // sampler as faultline-train) first drawn at a step in (from, to], and that step.
 std::pair<uint64_t, int64_t> sample_first_drawn_in(int64_t from, int64_t to) {
@@ -274,7 +283,7 @@ TEST(ExternalTrainer, ASlowRankUnderDdpIsAStragglerByItsCpuTime) {
       dir, 300, {}, TimingDetectors::On);
   ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
   const auto& failures = cli.doc.at("failures");
-  ASSERT_EQ(kinds_of(failures), std::vector<std::string>{"straggler"}) << cli.doc.dump();
+  ASSERT_EQ(failing_kinds_of(failures), std::vector<std::string>{"straggler"}) << cli.doc.dump();
   EXPECT_EQ(failures[0].at("rank"), 1);
   EXPECT_THAT(failures[0].at("detail").get<std::string>(), HasSubstr("median CPU time"));
 }

@@ -107,6 +107,20 @@ class Trial:
             self.stdout.append(out)
         return self
 
+    def codes_ended_well(self):
+        """Each rank's exit code, a SIGABRT after its end event said "ok" read as 0. torch 1.13
+        over Gloo now and then aborts a DDP process as it exits ("terminate called without an
+        active exception"), after everything these tests check was written (seen once in about
+        five runs of this file); faultline reads it the same way, as a teardown_crash warning."""
+        codes = []
+        for rank, code in enumerate(self.codes):
+            ends = self.records(rank, type_="event", name="end") if code == -signal.SIGABRT else []
+            if ends and ends[-1].get("status") == "ok":
+                sys.stderr.write(f"note: rank {rank} aborted after it ended well (torch's exit)\n")
+                code = 0
+            codes.append(code)
+        return codes
+
     def records(self, rank=0, type_=None, name=None):
         records = read_records(self.metrics(rank))
         return [r for r in records if (type_ is None or r["type"] == type_)
@@ -698,8 +712,10 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                 time.sleep(0.1)
             time.sleep(0.3)
             trial.procs[0].send_signal(signal.SIGUSR1)
+            # Every thread is dumped, the helper's SIGTERM watcher first: wait for the main
+            # thread's frames, not the first "File ", or the dump is read half written.
             deadline = time.time() + 10
-            while "File " not in trial.stderr() and time.time() < deadline:
+            while " in at_step_start" not in trial.stderr() and time.time() < deadline:
                 time.sleep(0.1)
             self.assertIsNone(trial.procs[0].poll(), "SIGUSR1 dumps stacks, it does not kill")
         finally:
@@ -768,7 +784,7 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                     "assert dist.is_initialized(), 'the helper ended the group'\n"
                     "dist.destroy_process_group()\n")
         trial = Trial(os.path.join(self.tmp, "run"), [], ranks=2, script=script).wait()
-        self.assertEqual(trial.codes, [0, 0], trial.stderr(0) + trial.stderr(1))
+        self.assertEqual(trial.codes_ended_well(), [0, 0], trial.stderr(0) + trial.stderr(1))
         for rank in (0, 1):
             start, = trial.records(rank, type_="event", name="start")
             self.assertEqual(start["backend"], "gloo")
@@ -781,7 +797,7 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                     FAULTLINE_ACCUMULATE=2)
         two.wait()
         one.wait()
-        self.assertEqual(two.codes, [0, 0], two.stderr(0) + two.stderr(1))
+        self.assertEqual(two.codes_ended_well(), [0, 0], two.stderr(0) + two.stderr(1))
         self.assertEqual(one.codes, [0], one.stderr())
         for rank in (0, 1):
             records = two.records(rank)
@@ -813,8 +829,8 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                     FAULTLINE_FINGERPRINT_EVERY=1, FAULTLINE_CHECKPOINT_EVERY=3)
         own.wait()
         ddp.wait()
-        self.assertEqual(own.codes, [0, 0], own.stderr(0) + own.stderr(1))
-        self.assertEqual(ddp.codes, [0, 0], ddp.stderr(0) + ddp.stderr(1))
+        self.assertEqual(own.codes_ended_well(), [0, 0], own.stderr(0) + own.stderr(1))
+        self.assertEqual(ddp.codes_ended_well(), [0, 0], ddp.stderr(0) + ddp.stderr(1))
         for rank in (0, 1):
             records = ddp.records(rank)
             self.assert_protocol(records, rank)
@@ -848,7 +864,7 @@ class Ranks(unittest.TestCase, ProtocolChecks):
         ddp = Trial(os.path.join(self.tmp, "ddp"), args + ["--ddp", "1"], ranks=2)
         own.wait()
         ddp.wait()
-        self.assertEqual(ddp.codes, [0, 0], ddp.stderr(0) + ddp.stderr(1))
+        self.assertEqual(ddp.codes_ended_well(), [0, 0], ddp.stderr(0) + ddp.stderr(1))
         for rank in (0, 1):
             theirs = by_step(ddp.records(rank), "step")
             self.assertEqual([k for k in theirs if theirs[k]["skipped"]], [4, 5])
@@ -860,7 +876,7 @@ class Ranks(unittest.TestCase, ProtocolChecks):
         loaded = Trial(os.path.join(self.tmp, "loaded"), args + ["--loader", "torch"], ranks=2)
         index.wait()
         loaded.wait()
-        self.assertEqual(loaded.codes, [0, 0], loaded.stderr(0) + loaded.stderr(1))
+        self.assertEqual(loaded.codes_ended_well(), [0, 0], loaded.stderr(0) + loaded.stderr(1))
         assert_same_steps(self, index, loaded, ("loss", "grad_norm", "param_norm", "tokens"))
         self.assertEqual(sorted(by_step(loaded.records(1), "step")), [1, 2, 3, 4])
 
@@ -871,7 +887,7 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                     FAULTLINE_FINGERPRINT_EVERY=1, FAULTLINE_STOP_AFTER=3,
                     FAULTLINE_REPLAY_STEP=3, FAULTLINE_REPLAY_SAMPLES=",".join(map(str, share)),
                     FAULTLINE_REPLAY_RANKS="all")
-        self.assertEqual(trial.codes, [0, 0, 0], "".join(trial.stderr(r) for r in range(3)))
+        self.assertEqual(trial.codes_ended_well(), [0, 0, 0], "".join(trial.stderr(r) for r in range(3)))
         grads = [by_step(trial.records(r), "fingerprint", "grads") for r in range(3)]
         self.assertEqual(grads[0][3]["hash"], grads[2][3]["hash"], "healthy replicas agree")
         self.assertNotEqual(grads[1][3]["hash"], grads[0][3]["hash"])
