@@ -441,7 +441,7 @@ class _Indexed:
         seed = sample_seed(self.seed, step, index)
         if torch.utils.data.get_worker_info() is not None:
             # A worker's own streams feed nothing but its samples: seeding is enough, and a
-            # sample loads in ~7 us more, not ~50 (restoring numpy's state is most of that).
+            # sample loads in ~8 us more, not ~50-80 (restoring numpy's state is most of that).
             _seed_host_rng(seed)
             return index, self.dataset[index]
         with _seeded_host_rng(seed):
