@@ -140,7 +140,7 @@ Cli import_helper_job(const std::string& dir, const std::string& job,
   return faultline_cli(with_sets({"import", job, "-c", kHelper, "--json"}, sets), dir);
 }
 
-// `faultline isolate --run ID ARGS --json` of the run `imported` stored.
+// `faultline isolate --run ID ARGS --json` of the run `imported` (or a `train`) stored.
 Cli isolate_imported(const std::string& dir, const Cli& imported,
                      const std::vector<std::string>& args = {}) {
   std::vector<std::string> argv = {"isolate", "--run",
@@ -495,9 +495,7 @@ TEST(ExternalTrainer, ATeacherLeftOutOfTheCheckpointsIsNamedAsStateTheyLack) {
                                "faultline.checkpoint_every=50"}),
                     dir, 300);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
-  auto cli = faultline_cli(
-      {"isolate", "--run", std::to_string(train.doc.at("run_id").get<int64_t>()), "--json"}, dir,
-      300);
+  auto cli = isolate_imported(dir, train);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "nondeterministic");
   EXPECT_EQ(cli.doc.at("step"), 101);

@@ -71,6 +71,13 @@ def run_script(tmp, code, returncode):
     return read_records(path), result.stderr
 
 
+def run_in(tmp, case, **environ):
+    """A Run in this process, as faultline would start it: metrics and output in `tmp`."""
+    return fp.Run(config={"case": case}, seed=1, threads=1,
+                  environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"), "FAULTLINE_OUT": tmp,
+                           **environ})
+
+
 # The start of a script that trains a one-layer model with the helper.
 SCRIPT_START = ("import os, signal, time, torch, faultline_probe as fp\n"
                 "run = fp.Run(config={'case': 'script'}, seed=1, threads=1)\n"
@@ -280,9 +287,7 @@ class HelperUnits(unittest.TestCase):
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_data_loader_is_made_after_start_and_read_one_micro_batch_after_another(self):
         with tempfile.TemporaryDirectory() as tmp:
-            run = fp.Run(config={"case": "loader"}, seed=1, threads=1,
-                         environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
-                                  "FAULTLINE_OUT": tmp})
+            run = run_in(tmp, "loader")
             dataset = [torch.full((2,), float(i)) for i in range(16)]
             with self.assertRaisesRegex(RuntimeError, r"before run\.data_loader"):
                 run.data_loader(dataset, 4, 3)
@@ -316,9 +321,7 @@ class HelperUnits(unittest.TestCase):
             with tempfile.TemporaryDirectory() as tmp, \
                     open(os.path.join(tmp, "stderr"), "w+") as err:
                 with self.assertRaises(SystemExit) as exit_, unittest.mock.patch("sys.stderr", err):
-                    fp.Run(config={"case": "group"}, seed=1, threads=1,
-                           environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
-                                    "FAULTLINE_OUT": tmp, "RANK": "1", "WORLD_SIZE": "2"})
+                    run_in(tmp, "group", RANK="1", WORLD_SIZE="2")
                 err.seek(0)
                 self.assertIn("the script's process group is rank 0 of 1, but RANK and "
                               "WORLD_SIZE say 1 of 2", err.read())
@@ -330,9 +333,7 @@ class HelperUnits(unittest.TestCase):
     @unittest.skipIf(torch is None, "needs torch")
     def test_state_without_a_state_dict_is_a_type_error(self):
         with tempfile.TemporaryDirectory() as tmp:
-            run = fp.Run(config={"case": "state"}, seed=1, threads=1,
-                         environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
-                                  "FAULTLINE_OUT": tmp})
+            run = run_in(tmp, "state")
             model = torch.nn.Linear(2, 1)
             with self.assertRaisesRegex(TypeError, "'ema' is a list, which has no state_dict"):
                 run.start(model, torch.optim.SGD(model.parameters(), lr=0.1), state={"ema": []})
@@ -350,9 +351,7 @@ class HelperUnits(unittest.TestCase):
         def loaded(workers, steps, **environ):
             """{(step, sample): its loaded row}, and the main process's next torch.rand."""
             with tempfile.TemporaryDirectory() as tmp:
-                run = fp.Run(config={"case": "noise"}, seed=1, threads=1,
-                             environ={"FAULTLINE_METRICS": os.path.join(tmp, "m.jsonl"),
-                                      "FAULTLINE_OUT": tmp, **environ})
+                run = run_in(tmp, "noise", **environ)
                 model = torch.nn.Linear(3, 1)
                 run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
                 loader = run.data_loader(Noisy(), 4, steps, num_workers=workers)
@@ -397,8 +396,7 @@ class HelperUnits(unittest.TestCase):
     def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")
-            run = fp.Run(config={"case": "oom"}, seed=1, threads=1,
-                         environ={"FAULTLINE_METRICS": path, "FAULTLINE_OUT": tmp})
+            run = run_in(tmp, "oom")
             model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
             run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
             with self.assertRaises(SystemExit) as exit_:
