@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "common/end_status.hpp"
 #include "harness/launch/log_records.hpp"
 #include "harness/launch/metrics_tail.hpp"
 
@@ -64,8 +63,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   SupervisedResult result;
   result.last_step.assign(count, 0);
   result.collectives.assign(count, 0);
-  result.ended_ok.assign(count, false);
-  result.end_error.assign(count, "");
+  result.ends.assign(count, {});
   std::vector<MetricsTail> tails;
   // The CUPTI probe (--cupti) writes its gpu records next to each rank's metrics file.
   std::vector<MetricsTail> gpu_tails;
@@ -100,13 +98,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
             event && (event->name == "collective" || event->name == kEndEvent)) {
           auto fields = nlohmann::json::parse(event->json, nullptr, false);
           if (event->name == kEndEvent) {
-            const auto text = [&](const char* key) {
-              const auto value =
-                  fields.is_object() ? fields.value(key, nlohmann::json()) : nlohmann::json();
-              return value.is_string() ? value.get<std::string>() : std::string();
-            };
-            result.ended_ok[rank] = parse_end_status(text("status")) == EndStatus::Ok;
-            result.end_error[rank] = text("error");
+            result.ends[rank] = read_end_event(fields);
           } else if (!fields.is_discarded() && fields.contains("seq") &&
                      fields["seq"].is_number()) {
             entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());

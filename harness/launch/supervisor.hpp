@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/end_status.hpp"
 #include "common/metrics_record.hpp"
 #include "harness/launch/hang_report.hpp"
 #include "harness/launch/launcher.hpp"
@@ -49,13 +50,10 @@ struct SupervisedResult {
   std::vector<RankStatus> ranks;
   std::vector<int64_t> last_step;    // per rank, 0 if none
   std::vector<int64_t> collectives;  // per rank: collectives entered at the last step record
-  // Per rank: its end event said "ok" (training ended well), so a death after it was in its
-  // shutdown. Read from the whole file after the ranks ended, so a rank that wrote the event
-  // just before dying counts.
-  std::vector<bool> ended_ok;
-  // Per rank: the error its end event gave (the Python helper's status "error": the exception
-  // that ended the script), "" when none.
-  std::vector<std::string> end_error;
+  // Per rank: what its end event said (an empty EndEvent when it wrote none). Read from the
+  // whole file after the ranks ended, so a rank that wrote it just before dying counts: after
+  // status "ok", a death was in its shutdown.
+  std::vector<EndEvent> ends;
   std::optional<HangReport> hang;
   std::optional<CrashReport> crash;  // the first rank to die with a non-zero status
   bool timed_out = false;            // total_timeout_s ran out

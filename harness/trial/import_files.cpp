@@ -56,12 +56,6 @@ int64_t drop_superseded(std::vector<MetricsRecord>& records, size_t& part_begin,
   return rerun;
 }
 
-// An event's text field; "" when it has none.
-std::string text_field(const json& fields, const char* name) {
-  const auto it = fields.find(name);
-  return it != fields.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // A checkpoint event's path, relative paths read from the run's directory.
 std::string checkpoint_file(const fs::path& dir, const std::string& path) {
   return fs::path(path).is_absolute() ? path : (dir / path).string();
@@ -208,8 +202,7 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
       if (event->name == kEndEvent && fields.is_object()) {
         file.ended = true;
         file.end_t = event->t;
-        file.end_status = parse_end_status(text_field(fields, "status"));
-        file.end_error = text_field(fields, "error");
+        file.end = read_end_event(fields);
       }
       if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
           fields["seq"].is_number_integer())

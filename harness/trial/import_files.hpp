@@ -39,9 +39,7 @@ struct RankFile {
   int64_t cut_off_line = 0;  // its last line, cut off mid-record (0: none); among `malformed`
   std::optional<nlohmann::json> start;  // its last part's (a log has none)
   bool ended = false;                   // its last part has an end event (a log never has)
-  // That end event's status (nullopt: one the protocol does not name) and its error text.
-  std::optional<EndStatus> end_status;
-  std::string end_error;
+  EndEvent end;                         // what that end event said
   std::vector<Restart> restarts;
   int64_t last_step = 0;
   // Its last part's timing, in the records' own clock (t, seconds): when its last step record

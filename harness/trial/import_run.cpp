@@ -152,7 +152,7 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
     const RankFile& file = files[rank];
     last_step.push_back(file.last_step);
     entered.push_back(file.collective_entered);
-    stopped.push_back(file.ended && file.end_status == EndStatus::Terminated);
+    stopped.push_back(file.ended && file.end.status == EndStatus::Terminated);
     stall.push_back(stopped.back() ? stalled_before_sigterm(file, static_cast<int>(rank)) : "");
     // Terminated from outside is not ended by itself: a hang it stopped is still a hang.
     none_ended = none_ended && (!file.ended || stopped.back());
@@ -209,11 +209,11 @@ std::vector<detectors::Failure> how_it_ended(const std::vector<RankFile>& files,
                        "outside (its exit status is not part of an imported run)",
                        rank, file.last_step) +
                cut_off(file) + victim + stacks_of(file, rank)});
-    else if (file.end_status == EndStatus::Error)
+    else if (file.end.status == EndStatus::Error)
       failures.push_back({detectors::FailureKind::Crash, file.last_step + 1, rank,
                           fmt::format("rank {} ended in step {} with an error: {} (its end event)",
                                       rank, file.last_step + 1,
-                                      file.end_error.empty() ? "no error given" : file.end_error) +
+                                      file.end.error.empty() ? "no error given" : file.end.error) +
                               victim});
   }
   return failures;

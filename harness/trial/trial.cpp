@@ -37,7 +37,7 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
 std::string how_it_died(const CrashReport& crash, const SupervisedResult& result) {
   std::string how = crash.signal ? "died of " + signal_name(crash.signal)
                                  : "exited with code " + std::to_string(crash.exit_code);
-  if (const auto& error = result.end_error.at(crash.rank); !error.empty())
+  if (const auto& error = result.ends.at(crash.rank).error; !error.empty())
     how += " after an error: " + error + " (its end event)";
   return how;
 }
@@ -111,7 +111,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
       return;
     }
   }
-  if (result.ended_ok.at(crash.rank)) {
+  if (result.ends.at(crash.rank).status == EndStatus::Ok) {
     // Its end event said every step trained; it died shutting down (at interpreter exit, a
     // process group or DDP reducer torn down while a peer is still connected aborts a torch
     // process now and then). The run's records and checkpoints are whole: a warning, not a

@@ -2,6 +2,7 @@
 #include "common/end_status.hpp"
 
 #include <array>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace faultline {
@@ -29,6 +30,14 @@ std::optional<EndStatus> parse_end_status(std::string_view name) {
   for (const auto& [each, text] : kNames)
     if (name == text) return each;
   return std::nullopt;
+}
+
+EndEvent read_end_event(const nlohmann::json& fields) {
+  auto text = [&](const char* key) {
+    const auto it = fields.is_object() ? fields.find(key) : fields.end();
+    return it != fields.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  return {parse_end_status(text("status")), text("error")};
 }
 
 }  // namespace faultline

@@ -2,7 +2,9 @@
 // trainer writes in it, spelled in one place.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace faultline {
@@ -21,5 +23,14 @@ enum class EndStatus {
 const char* to_string(EndStatus status);
 // nullopt for a status of a trainer's own that the protocol does not name.
 std::optional<EndStatus> parse_end_status(std::string_view name);
+
+// What an end event says. Read by the supervisor of a live trial and by an import alike.
+struct EndEvent {
+  std::optional<EndStatus> status;  // nullopt: none given, or one the protocol does not name
+  std::string error;                // the exception that ended the script ("error"); "" if none
+};
+
+// From the end event's fields (parsed JSON; anything but an object gives an empty EndEvent).
+EndEvent read_end_event(const nlohmann::json& fields);
 
 }  // namespace faultline

@@ -77,8 +77,8 @@ TEST(ImportFiles, ARestartedJobKeepsTheLastRunOfEachStepAndItsLastPartsEnd) {
   EXPECT_EQ(file.start->at("config").at("lr"), 0.05);  // the last part's config
   EXPECT_EQ(file.collective_entered, 5);               // not part 1's #6
   EXPECT_TRUE(file.ended);
-  EXPECT_EQ(file.end_status, EndStatus::Error);
-  EXPECT_EQ(file.end_error, "RuntimeError: connection reset");
+  EXPECT_EQ(file.end.status, EndStatus::Error);
+  EXPECT_EQ(file.end.error, "RuntimeError: connection reset");
   EXPECT_EQ(file.stacks,
             "\n    Current thread 0x01 (most recent call first):\n      File \"t.py\", "
             "line 3 in f");
