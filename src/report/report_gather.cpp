@@ -169,12 +169,10 @@ Table rank_table(const json& rows) {
 }
 
 // The span of the failure a finding is about, as its failing run stored it.
-FailureSpan finding_span(const store::Store& store, int64_t failing_run, const json& fields) {
-  const auto run = store.get_run(failing_run);
-  if (!run) return FailureSpan::OneStep;
+FailureSpan finding_span(const store::RunInfo& failing_run, const json& fields) {
   const std::string kind = fields.value("kind", "");
   const auto step = fields.value("step", json());
-  for (const auto& failure : run->failures)
+  for (const auto& failure : failing_run.failures)
     if (failure.kind == kind && step.is_number() && failure.step == step.get<int64_t>())
       return span_of(failure);
   return FailureSpan::OneStep;
@@ -228,7 +226,8 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   const int64_t failing_run = evidence.value("failing_run", json(evidence_run)).is_number()
                                   ? evidence.value("failing_run", evidence_run)
                                   : evidence_run;
-  report.verdict = finding_verdict(fields, finding_span(store, failing_run, fields));
+  const auto subject = load_run(store, failing_run);
+  report.verdict = finding_verdict(fields, finding_span(subject, fields));
   if (fields.value("step", json()).is_number()) report.bad_step = fields["step"].get<int64_t>();
 
   add_fact(report.location, "step", fields.value("step", json()));
@@ -283,7 +282,6 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   report.trainer_command = harness::pasted_repro_command(repro);
 
   // The curves: the failing run, the replay the finding stands on, and a healthy reference.
-  const auto subject = load_run(store, failing_run);
   auto failing_records = plotted_records(store, failing_run, report.bad_step);
   Curves failing{fmt::format("failing run {}", failing_run), SeriesRole::Subject,
                  failing_records.take()};
