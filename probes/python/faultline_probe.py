@@ -42,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import platform
 import random
 import signal
@@ -1034,7 +1035,10 @@ class Run:
 
     def _load(self, path):
         try:
-            state = torch.load(path, map_location="cpu")
+            # The run's own checkpoint, written by this helper: torch 2.6's default
+            # (weights_only=True) refuses its RNG states (numpy's is an ndarray) and the objects
+            # given as state=, so every resume would fail on a current torch.
+            state = torch.load(path, map_location="cpu", weights_only=False)
             if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
                 raise ValueError("not a faultline_probe checkpoint")
             self.module.load_state_dict(state["model"])
@@ -1045,7 +1049,8 @@ class Run:
             if self.scaler is not None and state.get("scaler") is not None:
                 self.scaler.load_state_dict(state["scaler"])
             self._load_state(state.get("state") or {})
-        except (OSError, ValueError, KeyError, RuntimeError, EOFError) as error:
+        except (OSError, ValueError, KeyError, RuntimeError, EOFError,
+                pickle.UnpicklingError) as error:
             _usage_exit(f"cannot resume from {path} (FAULTLINE_RESUME): {error}")
         states = state["rng"]
         # Each rank continues its own RNG stream; a 1-rank replay of an N-rank run takes rank 0's.

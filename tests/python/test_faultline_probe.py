@@ -477,6 +477,32 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                                  {**by_step(records, "fingerprint", what)[k],
                                   "t": by_step(again, "fingerprint", what)[k]["t"]}, (k, what))
 
+    def test_a_resume_loads_under_the_weights_only_default_of_torch_2_6(self):
+        # torch 2.6 made torch.load(weights_only=True) the default; it refuses a numpy array (the
+        # numpy RNG state every checkpoint holds once numpy is loaded). This torch is older: the
+        # script below gives its torch.load that default, as a current torch has it.
+        script = os.path.join(self.tmp, "train_torch26.py")
+        with open(script, "w") as f:
+            f.write("import runpy, sys, numpy, torch\n"
+                    "_load = torch.load\n"
+                    "def load(*args, **kwargs):\n"
+                    "    kwargs.setdefault('weights_only', True)\n"
+                    "    return _load(*args, **kwargs)\n"
+                    "torch.load = load\n"
+                    f"sys.argv[0] = {TRAIN!r}\n"
+                    f"runpy.run_path({TRAIN!r}, run_name='__main__')\n")
+        args = ["--steps", "4"] + QUIET
+        full = Trial(os.path.join(self.tmp, "full"), args, script=script,
+                     FAULTLINE_CHECKPOINT_EVERY=2).wait()
+        self.assertEqual(full.codes, [0], full.stderr())
+        checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
+        self.assertIn("numpy", torch.load(checkpoint, weights_only=False)["rng"][0])
+        resumed = Trial(os.path.join(self.tmp, "resumed"), args, script=script,
+                        FAULTLINE_RESUME=checkpoint).wait()
+        self.assertEqual(resumed.codes, [0], resumed.stderr())
+        self.assertEqual(by_step(resumed.records(), "step")[4]["loss"],
+                         by_step(full.records(), "step")[4]["loss"])
+
     def test_a_loss_scaler_skips_overflowing_steps_and_a_resume_keeps_its_scale(self):
         args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5",
                 "--overflow-steps", "3"] + QUIET
