@@ -3,7 +3,9 @@
 # LibTorch inside), cmake, ninja and the CUDA toolkit: builds the GPU parts, runs the device tests,
 # the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
 # data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
-# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio); prints a summary.
+# PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio), a planted NaN through
+# isolate, fp16 with torch's GradScaler, and a helper run resumed bitwise from its own checkpoint;
+# prints a summary.
 #
 #   bash tests/gpu/run.sh [all|build|check]   # results and logs in $FAULTLINE_GPU_OUT
 #                                             # (default build-gpu/out)
@@ -341,6 +343,40 @@ PY
   fi
 else
   record FAIL "fp16 GradScaler on cuda (see $out/fp16-scaler.log)"
+fi
+
+# ---- 8. the principal path on the GPU: train.py through faultline_probe on CUDA in bf16, with a
+# DataLoader (2 workers) and random augmentation, checkpointed at step 4, then resumed from that
+# checkpoint: steps 5..8 must be bitwise the run's (parameter hashes), as isolate --run needs
+resume_dir=$out/resume
+rm -rf "$resume_dir"
+resume_args=(--steps 8 --precision bf16 --loader torch --workers 2 --token-noise 0.1 --log-every 0)
+if run_step resume-full 60 env FAULTLINE_METRICS="$resume_dir/full/metrics.jsonl" \
+  FAULTLINE_OUT="$resume_dir/full" FAULTLINE_CHECKPOINT_EVERY=4 FAULTLINE_FINGERPRINT_EVERY=1 \
+  python3 "$root/examples/pytorch/train.py" "${resume_args[@]}" &&
+  checkpoint=$(python3 -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if r.get("name") == "checkpoint"][0]["path"])' "$resume_dir/full/metrics.jsonl") &&
+  run_step resume-resumed 60 env FAULTLINE_METRICS="$resume_dir/resumed/metrics.jsonl" \
+    FAULTLINE_OUT="$resume_dir/resumed" FAULTLINE_RESUME="$checkpoint" FAULTLINE_FINGERPRINT_EVERY=1 \
+    python3 "$root/examples/pytorch/train.py" "${resume_args[@]}"; then
+  if figures=$(python3 - "$resume_dir/full/metrics.jsonl" "$resume_dir/resumed/metrics.jsonl" <<'PY'
+import json, sys
+def hashes(path):
+    rows = [json.loads(line) for line in open(path)]
+    return rows[0], {r["step"]: r["hash"] for r in rows
+                     if r["type"] == "fingerprint" and r.get("what") == "params"}
+start, full = hashes(sys.argv[1])
+_, resumed = hashes(sys.argv[2])
+same = [k for k in sorted(resumed) if resumed[k] == full.get(k)]
+print(f"device {start['device']}, steps {sorted(resumed)} resumed from 4, bitwise at {same}")
+sys.exit(0 if start["device"].startswith("cuda") and same == [5, 6, 7, 8] else 1)
+PY
+  ); then
+    record PASS "resume from a checkpoint on cuda (train.py, bf16, DataLoader): $figures"
+  else
+    record FAIL "resume from a checkpoint on cuda: $figures"
+  fi
+else
+  record FAIL "resume from a checkpoint on cuda (see $out/resume-full.log, $out/resume-resumed.log)"
 fi
 
 finish checks
