@@ -369,6 +369,12 @@ class Faults:
                 flat[:left].mul_(1.01)
                 left -= flat.numel()
 
+    def in_step(self, step):
+        """--nondeterministic-op-step: a scatter with a repeated index (put_ without
+        accumulate), an op that has no deterministic kernel: which write wins is undefined."""
+        if step == self.args.nondeterministic_op_step:
+            torch.zeros(4).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))
+
     def at_step_start(self, step):
         self.step = step
         a = self.args
@@ -434,6 +440,11 @@ def parse_args(argv=None):
     add("--ema-teacher", type=float, default=0.0, help="mean teacher: an EMA of the weights with "
         "this decay, whose logits the loss also matches (0: none; run.start(state=...))")
     add("--distill", type=float, default=0.5, help="weight of the teacher's term (--ema-teacher)")
+    add("--determinism", choices=fp.DETERMINISM, default="strict", help="strict: an op with no "
+        "deterministic kernel stops the run (exit 2, naming it); warn: it runs, with a warning, "
+        "and replays may differ (fp.Run(determinism=...))")
+    add("--nondeterministic-op-step", type=int, default=0, help="fault: at this step the script "
+        "calls an op with no deterministic kernel (put_ with a repeated index)")
     add("--ema-unsaved", type=int, default=0, help="fault: the teacher is not given to "
         "run.start(state=...), so checkpoints lack it and a resumed run's teacher starts over")
     add("--token-noise", type=float, default=0.0, help="augmentation: this fraction of input "
@@ -487,7 +498,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads)  # seeds: build after
+    run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads,
+                 determinism=args.determinism)  # seeds: build after
     data = load_corpus(args)
     model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
                 recompute=bool(args.activation_checkpointing))
@@ -520,6 +532,7 @@ def main(argv=None):
         faults.at_step_start(step)
         batch = run.global_batch(step, data.n_samples, args.batch_size)
         with run.step(step) as s:
+            faults.in_step(step)
             for samples, x, y in micro_batches(s, batch, args, data, loader):
                 bad = (x >= args.vocab_size).any(1).nonzero().flatten().tolist()
                 if bad:  # a token the embedding cannot look up: report the sample, exit 4

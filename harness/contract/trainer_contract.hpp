@@ -25,7 +25,8 @@ struct Checkpoint {
 // How the harness reads a trainer's exit code.
 enum class ExitMeaning {
   Finished,         // 0
-  BadUsage,         // 2: the trainer refused its config or environment before training
+  BadUsage,         // 2: the trainer refused its config or environment (or, with the helper,
+                    //    an op its determinism forbids)
   HaltedNonfinite,  // 3: halted on a non-finite value; its records say where
   HaltedData,       // 4: halted on a data anomaly; its records say where
   OutOfMemory,      // 5: an allocation failed

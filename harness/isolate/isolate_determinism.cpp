@@ -3,6 +3,9 @@
 // it is run again; a stored failure that does not come back is re-run a few times and voted on,
 // and a timing failure must show in most identical runs. Each disagreement is a finding of its
 // own, or no finding at all.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "bisect/drive.hpp"
@@ -37,6 +40,14 @@ std::string missing_state_hint(int64_t checkpoint_step) {
          "with the Python helper, give it to run.start(state={...})";
 }
 
+// What the replay's trainer said it could not make deterministic: the first suspect when two
+// identical trials part.
+std::string said_nondeterministic_hint(store::Store& store, int64_t run_id) {
+  const auto said = said_nondeterministic(start_event(store, run_id));
+  if (said.empty()) return "";
+  return fmt::format("; the trainer said this stays nondeterministic: {}", fmt::join(said, "; "));
+}
+
 bool ran_alike(store::Store& store, int64_t run_a, int64_t run_b) {
   return host_facts(start_event(store, run_a)) == host_facts(start_event(store, run_b));
 }
@@ -62,6 +73,7 @@ std::optional<detectors::Failure> check_determinism(Context& context, const Scal
         differs->detail += " (stored run " + std::to_string(stored_run) + " and its replay, run " +
                            std::to_string(replay.run_id) + ")";
         if (from > 0 && differs->step == from + 1) differs->detail += missing_state_hint(from);
+        differs->detail += said_nondeterministic_hint(context.store, replay.run_id);
       }
       return differs;
     }
@@ -78,7 +90,8 @@ std::optional<detectors::Failure> check_determinism(Context& context, const Scal
   auto differs = detectors::compare_runs(before, now);
   if (differs) {
     differs->detail += " (runs " + std::to_string(scaled.repro_outcome.run_id) + " and " +
-                       std::to_string(again.run_id) + " of the same spec)";
+                       std::to_string(again.run_id) + " of the same spec)" +
+                       said_nondeterministic_hint(context.store, again.run_id);
   }
   return differs;
 }

@@ -56,6 +56,15 @@ std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id) {
   return hosts;
 }
 
+std::vector<std::string> said_nondeterministic(const nlohmann::json& start) {
+  std::vector<std::string> said;
+  if (!start.contains("nondeterministic") || !start.at("nondeterministic").is_array()) return said;
+  for (const auto& item : start.at("nondeterministic"))
+    if (item.is_string() && !item.get<std::string>().empty())
+      said.push_back(item.get<std::string>());
+  return said;
+}
+
 const std::vector<const char*>& bit_deciding_facts() {
   // "gemm": faultline-train's fused CPU kernels call oneDNN, whose code depends on the CPU's ISA.
   static const std::vector<const char*> keys = {"cpu",           "blas",    "blas_kernel",

@@ -33,6 +33,11 @@ std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id);
 std::string write_run_config(const store::RunInfo& run, const std::string& work_dir,
                              const std::string& name, const std::string& why);
 
+// What the trainer said stays nondeterministic (the start event's "nondeterministic" list: on
+// CUDA, a kernel without a deterministic version; the helper's determinism="warn"); empty when it
+// said nothing.
+std::vector<std::string> said_nondeterministic(const nlohmann::json& start);
+
 // The keys of a start event that decide the bits of a run, in a fixed order.
 const std::vector<const char*>& bit_deciding_facts();
 

@@ -93,9 +93,13 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
       crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : ExitMeaning::Failed;
   if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
   if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
-    infra_detail = "rank " + std::to_string(crash.rank) + " exited " +
-                   std::to_string(crash.exit_code) +
-                   " before training: " + log_tail(ranks.at(crash.rank).log_path);
+    // Mostly before its first step; the helper also refuses mid-run an op its determinism
+    // forbids, which is the set-up's problem too, not a fault of the run.
+    const int64_t trained = result.last_step.at(crash.rank);
+    infra_detail = fmt::format(
+        "rank {} exited {} {}: {}", crash.rank, crash.exit_code,
+        trained == 0 ? std::string("before training") : fmt::format("after step {}", trained),
+        log_tail(ranks.at(crash.rank).log_path));
     return;
   }
   if (trainer.is_command() && result.last_step.at(crash.rank) == 0 && crash.signal == 0) {

@@ -506,17 +506,32 @@ def seed_everything(seed):
         sys.modules["numpy"].random.seed(seed % (1 << 32))
 
 
-def make_deterministic(threads=None, cuda=False):
+# How hard Run asks torch for deterministic kernels (Run(determinism=...)):
+# "strict": an op with no deterministic kernel raises (the step then exits 2, naming it); flash
+#   and memory-efficient attention run their deterministic backward.
+# "warn": such an op warns and runs as it is; so does attention's backward. Replays may differ.
+DETERMINISM = ("strict", "warn")
+
+
+def make_deterministic(threads=None, cuda=False, determinism="strict"):
     """Asks torch for deterministic kernels and a fixed thread count. Returns the facts for the
     start event: "deterministic" (the flags in effect) and "nondeterministic" (what failed)."""
+    if determinism not in DETERMINISM:
+        raise ValueError(f"determinism={determinism!r}: it is one of " + ", ".join(DETERMINISM))
     failed = []
     if cuda:
         # cuBLAS reads it when its first handle is made; ":4096:8" and ":16:8" are deterministic.
         workspace = os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if workspace not in (":4096:8", ":16:8"):
             failed.append(f"CUBLAS_WORKSPACE_CONFIG={workspace} (cuBLAS may reduce in any order)")
+    warn_only = determinism == "warn"
     try:
-        torch.use_deterministic_algorithms(True)
+        if warn_only:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            failed.append("determinism=\"warn\": an op with no deterministic kernel (and, on CUDA, "
+                          "attention's backward) runs nondeterministically, with a warning")
+        else:
+            torch.use_deterministic_algorithms(True)
     except Exception as error:  # noqa: BLE001 - recorded, not fatal
         failed.append(f"torch.use_deterministic_algorithms: {error}")
     torch.backends.cudnn.deterministic = True
@@ -534,6 +549,7 @@ def make_deterministic(threads=None, cuda=False):
         failed.append(f"torch.set_num_threads({threads}) left {torch.get_num_threads()} threads")
     flags = {
         "use_deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "warn_only": warn_only,
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
     }
@@ -673,6 +689,17 @@ def _is_oom(error):
                                                 or "can't allocate memory" in text)
 
 
+def _nondeterministic_op(error):
+    """The op that raised because it has no deterministic kernel under
+    torch.use_deterministic_algorithms(True), else None."""
+    marker = " does not have a deterministic implementation"
+    text = str(error)
+    if not isinstance(error, RuntimeError) or marker not in text:
+        return None
+    words = text[:text.index(marker)].split()
+    return words[-1] if words else "an op"
+
+
 def _reduce_dtype(grads):
     """float64 if any gradient is, else float32: the dtype the ranks average in."""
     return torch.float64 if any(g.dtype == torch.float64 for g in grads) else torch.float32
@@ -721,10 +748,12 @@ class Run:
     threads: torch intra-op threads (recorded; the loss bits depend on it). Default: torch's.
     device: default cuda:LOCAL_RANK when CUDA is available, else cpu.
     backend: the process group's for WORLD_SIZE > 1; default nccl on CUDA, else gloo.
+    determinism: "strict" (default) or "warn", see DETERMINISM: for a model with an op that has
+        no deterministic kernel, at the price of replays that may differ.
     """
 
     def __init__(self, config=None, *, seed=None, threads=None, device=None, backend=None,
-                 timeout_s=300, environ=None):
+                 timeout_s=300, environ=None, determinism="strict"):
         if torch is None:
             raise RuntimeError("faultline_probe.Run needs torch")
         faulthandler.enable()  # a crash prints the Python stacks
@@ -750,7 +779,8 @@ class Run:
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.facts = make_deterministic(threads, cuda=self.device.type == "cuda")
+        self.facts = make_deterministic(threads, cuda=self.device.type == "cuda",
+                                        determinism=determinism)
         seed_everything(self.seed)
         self.metrics = MetricsWriter(s.metrics or "", s.rank, mode="a" if s.resume else "w")
         self.backend = "none"
@@ -1178,6 +1208,8 @@ class Step:
         if error is not None:
             if _is_oom(error):
                 self._halt_oom(error)
+            if _nondeterministic_op(error):
+                self._refuse_nondeterministic(error)
             return False  # a crash: no end event, as faultline expects of a dead run
         if not self._checked:  # late, after the update: no last good state to save
             self.clip_grad_norm(None, _late=True)
@@ -1505,6 +1537,17 @@ class Step:
         run.metrics.anomaly(self.number, "oom", self._phase, "", f"out of memory: {error}"[:500],
                             samples=None, shards=None)
         self._stop("oom", EXIT_OOM, f"out of memory at step {self.number}: {error}")
+
+    def _refuse_nondeterministic(self, error):
+        """The script is fine; the helper's determinism is what stopped it: a usage error (exit
+        2, which faultline reads as the run's set-up, not a crash to search), naming the way on."""
+        op = _nondeterministic_op(error)
+        self._run.end("error", error=f"{type(error).__name__}: {error}"[:500])
+        _usage_exit(
+            f"step {self.number}: {op} has no deterministic implementation on this device, and "
+            "the helper asks torch for deterministic algorithms (replays from a checkpoint must "
+            "be bitwise); fp.Run(..., determinism=\"warn\") runs it nondeterministically, with "
+            "a warning (replays may then differ)")
 
     def _stop(self, status, code, message):
         run = self._run

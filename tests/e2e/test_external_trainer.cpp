@@ -424,6 +424,27 @@ TEST(ExternalTrainer, AScriptThatCannotImportItsModulesIsAnInfrastructureError) 
   EXPECT_THAT(cli.result.output, HasSubstr("No module named 'no_such_module_fl'"));
 }
 
+TEST(ExternalTrainer, AnOpWithoutADeterministicKernelIsTheSetUpsProblemNamedWithTheWayOn) {
+  // The helper asks torch for deterministic kernels, so replays from checkpoints are bitwise; an
+  // op that has none (put_ with a repeated index, as F.interpolate's backward on CUDA) would run
+  // without faultline. Not a crash of the run to search: exit 4, naming the op and the option.
+  const std::string dir = make_temp_dir("ext-nondeterministic-op");
+  auto strict = faultline_cli(
+      with_sets({"train", "-c", kHelper}, {"train.steps=6", "fault.nondeterministic_op_step=4"}),
+      dir, 300);
+  EXPECT_EQ(strict.result.exit_code, 4) << strict.result.output;
+  EXPECT_THAT(strict.result.output, HasSubstr("rank 0 exited 2 after step 3"));
+  EXPECT_THAT(strict.result.output,
+              HasSubstr("step 4: put_ has no deterministic implementation on this device"));
+  EXPECT_THAT(strict.result.output, HasSubstr("determinism=\"warn\""));
+  auto warn = faultline_cli(
+      with_sets({"train", "-c", kHelper, "--json"},
+                {"train.steps=6", "fault.nondeterministic_op_step=4", "train.determinism=warn"}),
+      dir, 300);
+  ASSERT_EQ(warn.result.exit_code, 0) << warn.result.output;
+  EXPECT_EQ(warn.doc.at("verdict"), "pass");
+}
+
 TEST(ExternalTrainer, BadRecipesAreExitTwoWithTheKeyAndNothingIsStored) {
   const std::string dir = make_temp_dir("ext-bad");
   std::ofstream(dir + "/r.toml") << R"([trainer]
@@ -492,7 +513,7 @@ TEST(ExternalTrainer, ATeacherLeftOutOfTheCheckpointsIsNamedAsStateTheyLack) {
       faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
                               {"train.steps=200", "train.ema_teacher=0.99", "fault.ema_unsaved=1",
                                "fault.nan_step=150", "fault.nan_layer=blocks.0.attn",
-                               "faultline.checkpoint_every=50"}),
+                               "faultline.checkpoint_every=50", "train.determinism=warn"}),
                     dir, 300);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
   auto cli = isolate_imported(dir, train);
@@ -502,6 +523,10 @@ TEST(ExternalTrainer, ATeacherLeftOutOfTheCheckpointsIsNamedAsStateTheyLack) {
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               HasSubstr("the first step after the checkpoint of step 100 already differs: the "
                         "checkpoint does not hold everything the steps depend on"));
+  // The script ran with determinism="warn" too: the finding quotes what its start event said
+  // stays nondeterministic, the other suspect.
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
+              HasSubstr("; the trainer said this stays nondeterministic: determinism=\"warn\""));
 }
 
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a

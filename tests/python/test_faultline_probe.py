@@ -393,6 +393,43 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual([e["status"] for e in ends], ["ok"])
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_an_op_without_a_deterministic_kernel_is_named_and_warn_runs_it(self):
+        # put_(accumulate=False) has no deterministic kernel (as F.interpolate's backward on
+        # CUDA has none): the helper's strict determinism stops it at its step with exit 2,
+        # naming the op and the way on; determinism="warn" runs it and records that it did.
+        def script(determinism):
+            return ("import torch, faultline_probe as fp\n"
+                    f"run = fp.Run(config={{'case': 'put'}}, seed=1, threads=1{determinism})\n"
+                    "model = torch.nn.Linear(4, 1)\n"
+                    "run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))\n"
+                    "for step in run.steps(3):\n"
+                    "    with run.step(step) as s:\n"
+                    "        for samples in s.micro_batches(run.global_batch(step, 8, 4)):\n"
+                    "            x = torch.ones(len(samples), 4)\n"
+                    "            if step == 2:\n"
+                    "                x.view(-1).put_(torch.tensor([0, 0]), torch.tensor([1., 2.]))\n"
+                    "            s.backward(model(x).square().mean())\n"
+                    "        s.clip_grad_norm(1.0)\n"
+                    "run.end()\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            records, stderr = run_script(tmp, script(""), fp.EXIT_USAGE)
+        self.assertIn("step 2: put_ has no deterministic implementation", stderr)
+        self.assertIn('determinism="warn"', stderr)
+        self.assertTrue(records[0]["deterministic"]["use_deterministic_algorithms"])
+        self.assertFalse(records[0]["deterministic"]["warn_only"])
+        self.assertEqual([r["step"] for r in records if r["type"] == "step"], [1])
+        self.assertEqual((records[-1]["name"], records[-1]["status"]), ("end", "error"))
+        self.assertIn("put_ does not have a deterministic implementation", records[-1]["error"])
+        with tempfile.TemporaryDirectory() as tmp:
+            records, stderr = run_script(tmp, script(", determinism='warn'"), 0)
+        self.assertTrue(records[0]["deterministic"]["warn_only"])
+        self.assertIn('determinism="warn"', " ".join(records[0]["nondeterministic"]))
+        self.assertEqual([r["step"] for r in records if r["type"] == "step"], [1, 2, 3])
+        self.assertIn("put_ does not have a deterministic implementation", stderr)  # warned
+        with self.assertRaisesRegex(ValueError, "determinism='loose': it is one of strict, warn"):
+            fp.make_deterministic(determinism="loose")
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_out_of_memory_in_a_step_exits_5_with_its_records(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.jsonl")
