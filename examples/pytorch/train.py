@@ -11,6 +11,7 @@ it wants in FAULTLINE_* variables that faultline_probe reads (probes/python/READ
 Exit codes: 0 done, 2 bad usage, 3 halted on NaN/Inf, 4 bad data, 5 out of memory.
 """
 import argparse
+import atexit
 from contextlib import nullcontext
 import copy
 import json
@@ -240,6 +241,12 @@ def make_optimizer(model, args):
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": args.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
+    if getattr(args, "zero", 0) and torch.distributed.is_available() and \
+            torch.distributed.is_initialized():
+        # ZeRO-1: each rank keeps the AdamW state of its share of the parameters.
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=args.lr,
+                                       betas=(0.9, 0.95), eps=1e-8)
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
@@ -385,9 +392,10 @@ class Faults:
                 time.sleep(1)
 
     def after_end(self):
-        """--abort-after-end-rank: training ended well (the end event is written), and this rank
-        dies of SIGABRT as it shuts down, as a torch process does now and then when a process
-        group is torn down at exit while a peer is still connected."""
+        """--abort-after-end-rank: the run ended (its end event is written: trained, or halted),
+        and this rank dies of SIGABRT as it shuts down, as a torch process does now and then
+        when a Gloo worker thread frees a tensor during interpreter exit. An atexit handler, so
+        that a halt's SystemExit gets here too."""
         if self.rank == self.args.abort_after_end_rank:
             os.abort()
 
@@ -437,6 +445,8 @@ def parse_args(argv=None):
     add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
         "--workers worker processes loads the micro-batches (run.data_loader)")
     add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
+    add("--zero", type=int, default=0, help="1: ZeRO-1 (torch's ZeroRedundancyOptimizer: each "
+        "rank holds the optimizer state of its share of the parameters) when there are ranks")
     add("--ema-teacher", type=float, default=0.0, help="mean teacher: an EMA of the weights with "
         "this decay, whose logits the loss also matches (0: none; run.start(state=...))")
     add("--distill", type=float, default=0.5, help="weight of the teacher's term (--ema-teacher)")
@@ -511,6 +521,7 @@ def main(argv=None):
     # Copied before the faults' hooks go on the model: the teacher has none of them.
     teacher = MeanTeacher(model, args.ema_teacher) if args.ema_teacher else None
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
+    atexit.register(faults.after_end)
     if args.ddp and run.world_size > 1:  # the helper sees through it (faultline_probe README)
         model = torch.nn.parallel.DistributedDataParallel(model)
     scaler = make_scaler(args, run.device)
@@ -563,7 +574,6 @@ def main(argv=None):
             print(f"step {step:5d}/{args.steps}  loss {s.loss:.4f}  grad_norm {s.grad_norm:.3f}  "
                   f"lr {s.lr:.2e}", flush=True)
     run.end()
-    faults.after_end()
 
 
 if __name__ == "__main__":

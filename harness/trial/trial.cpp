@@ -128,6 +128,24 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
              stacks_of_rank(ranks.at(crash.rank))});
     return;
   }
+  if (const auto halted = result.ends.at(crash.rank).status;
+      crash.signal != 0 && (halted == EndStatus::Nonfinite || halted == EndStatus::DataAnomaly ||
+                            halted == EndStatus::Oom)) {
+    // It halted and said why, then died as it exited (torch over Gloo aborts now and then when a
+    // worker thread frees a tensor during interpreter exit). The halt is the outcome, judged
+    // from its records as for any halt; the death is a warning, not a crash in the next step.
+    failures.push_back(
+        {detectors::FailureKind::TeardownCrash, -1, crash.rank,
+         fmt::format("rank {} {} after its end event said it halted (status {}, after step {})",
+                     crash.rank, how_it_died(crash, result), to_string(*halted),
+                     result.last_step.at(crash.rank)) +
+             stacks_of_rank(ranks.at(crash.rank))});
+    if (halted == EndStatus::Oom)
+      failures.push_back(
+          {detectors::FailureKind::Oom, crash.step, crash.rank,
+           "rank " + std::to_string(crash.rank) + " ran out of memory (the trainer reported it)"});
+    return;
+  }
   if (meaning == ExitMeaning::OutOfMemory) {
     failures.push_back(
         {detectors::FailureKind::Oom, crash.step, crash.rank,

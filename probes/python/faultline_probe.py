@@ -1024,10 +1024,28 @@ class Run:
                                        if self._timed_ms > 0 else 0.0),
                          first_loss=self._first_loss, last_loss=self._last_loss)
         self.metrics.close()
+        if status in ("ok", "nonfinite"):  # every rank ends here at the same step
+            self._drain_collectives(last)
         if status == "ok" and self._owns_group:
             import torch.distributed as dist
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+    def _drain_collectives(self, step):
+        """Gloo's worker threads let go of a finished collective a moment after its caller saw
+        it finish; a tensor the script has dropped meanwhile is then freed on that thread, which
+        takes the GIL, and at interpreter exit that aborts the process ("terminate called
+        without an active exception", no Python frame). A barrier first waits for every
+        collective queued or running before it, so none is left to free at exit. Bounded: a
+        peer that never comes (it ended otherwise) costs 10 s, not a hang."""
+        import torch.distributed as dist
+        if self.world_size < 2 or not dist.is_initialized() or dist.get_backend() != "gloo":
+            return
+        import datetime
+        try:
+            dist.barrier(async_op=True).wait(timeout=datetime.timedelta(seconds=10))
+        except RuntimeError:  # a peer gone or late: nothing more to wait for
+            pass
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -1044,6 +1062,11 @@ class Run:
             states = [None] * self.world_size
             self._collective("all_gather", step)
             dist.all_gather_object(states, rng)
+            # A sharded optimizer (ZeRO-1: torch's ZeroRedundancyOptimizer) holds each rank's
+            # share of the state: every rank sends its share to rank 0, which saves the whole.
+            if hasattr(self.optimizer, "consolidate_state_dict"):
+                self._collective("consolidate_state_dict", step)
+                self.optimizer.consolidate_state_dict(to=0)
         path = self.checkpoint_path(step)
         if self.rank != 0:
             return path
