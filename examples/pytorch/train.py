@@ -84,6 +84,13 @@ class Corpus:
         noisy = torch.rand(x.shape) < self.token_noise
         x[noisy] = torch.randint(self.vocab_size, (int(noisy.sum()),))
 
+    def add_batch_noise(self, x, fraction):
+        """--batch-noise: masking across a whole micro-batch, as a collate_fn does it (BERT's
+        collator masks 15 % of a batch's tokens): `fraction` of the inputs become random tokens,
+        drawn from torch's global generator."""
+        noisy = torch.rand(x.shape) < fraction
+        x[noisy] = torch.randint(self.vocab_size, (int(noisy.sum()),))
+
     # A map-style dataset too, for --loader torch: a DataLoader's default collate stacks these
     # into get()'s tensors, bit for bit.
     def __len__(self):
@@ -92,6 +99,20 @@ class Corpus:
     def __getitem__(self, sample):  # run.data_loader() loads it under run.sample_rng
         x, y = self.get([sample])
         return x[0], y[0]
+
+
+class NoisyCollate:
+    """--batch-noise with --loader torch: the default collate, then masking across the batch
+    (run.data_loader() calls it under the micro-batch's run seed, in any worker)."""
+
+    def __init__(self, data, fraction):
+        self.data, self.fraction = data, fraction
+
+    def __call__(self, items):
+        from torch.utils.data.dataloader import default_collate
+        x, y = default_collate(items)
+        self.data.add_batch_noise(x, self.fraction)
+        return x, y
 
 
 def micro_batches(s, batch, args, data, loader):
@@ -104,6 +125,10 @@ def micro_batches(s, batch, args, data, loader):
     for samples in s.micro_batches(batch, args.grad_accum):
         with s.data():
             x, y = data.get(samples, s.sample_rng)
+            if args.batch_noise:
+                x = x.clone()
+                with s.batch_rng(samples):
+                    data.add_batch_noise(x, args.batch_noise)
         yield samples, x, y
 
 
@@ -459,6 +484,9 @@ def parse_args(argv=None):
         "run.start(state=...), so checkpoints lack it and a resumed run's teacher starts over")
     add("--token-noise", type=float, default=0.0, help="augmentation: this fraction of input "
         "tokens is replaced by random ones as each sample loads (run.sample_rng)")
+    add("--batch-noise", type=float, default=0.0, help="masking across each micro-batch: this "
+        "fraction of its input tokens is replaced by random ones, in the DataLoader's collate_fn "
+        "(--loader torch) or under s.batch_rng")
     add("--data-seed", type=int, default=1, help="seed of the synthetic language")
     add("--data-tokens", type=int, default=32768, help="tokens of the synthetic corpus")
     add("--log-every", type=int, default=10, help="progress lines on stdout (rank 0); 0: none")
@@ -537,8 +565,9 @@ def main(argv=None):
 
     loader = None
     if args.loader == "torch":
+        collate = NoisyCollate(data, args.batch_noise) if args.batch_noise else None
         loader = run.data_loader(data, args.batch_size, args.steps, args.grad_accum,
-                                 num_workers=args.workers)
+                                 num_workers=args.workers, collate_fn=collate)
     for step in run.steps(args.steps):
         faults.at_step_start(step)
         batch = run.global_batch(step, data.n_samples, args.batch_size)

@@ -58,6 +58,7 @@ except ImportError:  # the writer and the hash work without torch; Run does not
 
 __all__ = ["MetricsWriter", "fingerprint_hash", "fingerprint", "PROTOCOL_VERSION", "Settings",
            "Run", "Step", "global_batch", "rank_share", "seed_everything", "make_deterministic",
+           "sample_seed", "batch_seed", "DETERMINISM",
            "EXIT_OK", "EXIT_USAGE", "EXIT_NONFINITE", "EXIT_DATA", "EXIT_OOM"]
 
 PROTOCOL_VERSION = 1
@@ -397,6 +398,18 @@ def sample_seed(seed, step, sample):
     return _mix((seed & _M64) ^ _mix(((step & 0xFFFFFFFF) << 32) | (sample & 0xFFFFFFFF)))
 
 
+def batch_seed(seed, step, samples):
+    """The seed of the random numbers drawn over a whole micro-batch (a collate_fn that masks
+    tokens across it, say; Step.batch_rng): a pure function of the run's seed, the step and the
+    micro-batch's samples in order, so a resumed run, a replay on fewer ranks (the same
+    micro-batches) and any worker draw the same. A replay of some of its samples is another
+    micro-batch, and draws other numbers."""
+    mixed = _mix((seed & _M64) ^ _mix((step & 0xFFFFFFFF) << 32 | 0xFFFFFFFF))
+    for sample in samples:
+        mixed = _mix(mixed ^ (int(sample) & _M64))
+    return mixed
+
+
 def _seed_host_rng(seed):
     """Seeds Python's random, torch's CPU generator and numpy's (if loaded) with `seed`. CUDA's
     generators are not touched: loading draws on the host."""
@@ -444,19 +457,27 @@ class _Indexed:
             # A worker's own streams feed nothing but its samples: seeding is enough, and a
             # sample loads in ~8 us more, not ~50-80 (restoring numpy's state is most of that).
             _seed_host_rng(seed)
-            return index, self.dataset[index]
+            return step, index, self.dataset[index]
         with _seeded_host_rng(seed):
-            return index, self.dataset[index]
+            return step, index, self.dataset[index]
 
 
 class _IndexedCollate:
-    """Your collate_fn over the items; the indices beside its result."""
+    """Your collate_fn over the items, under the micro-batch's batch_seed (random masking
+    across a batch replays too); the indices beside its result."""
 
-    def __init__(self, collate):
-        self.collate = collate
+    def __init__(self, collate, seed):
+        self.collate, self.seed = collate, seed
 
     def __call__(self, items):
-        return [int(i) for i, _ in items], self.collate([item for _, item in items])
+        indices = [int(i) for _, i, _ in items]
+        seed = batch_seed(self.seed, items[0][0], indices) if items else 0
+        loaded = [item for _, _, item in items]
+        if torch.utils.data.get_worker_info() is not None:
+            _seed_host_rng(seed)
+            return indices, self.collate(loaded)
+        with _seeded_host_rng(seed):
+            return indices, self.collate(loaded)
 
 
 class _StepBatches:
@@ -988,7 +1009,8 @@ class Run:
         n_samples = len(dataset)
         collate = options.pop("collate_fn", None) or default_collate
         generator = options.pop("generator", None) or torch.Generator().manual_seed(self.seed)
-        loader = DataLoader(_Indexed(dataset, self.seed), collate_fn=_IndexedCollate(collate),
+        loader = DataLoader(_Indexed(dataset, self.seed),
+                            collate_fn=_IndexedCollate(collate, self.seed),
                             generator=generator,
                             batch_sampler=_StepBatches(self, n_samples, batch_size, grad_accum,
                                                        self.first_step, self._last_of(total)),
@@ -1265,6 +1287,13 @@ class Step:
     def sample_rng(self, sample):
         """run.sample_rng(this step, sample): augment a sample you load yourself inside it."""
         return self._run.sample_rng(self.number, sample)
+
+    def batch_rng(self, samples):
+        """A context in which random, torch's CPU generator and numpy draw the numbers of this
+        step's micro-batch of `samples` (batch_seed): random work over a whole micro-batch you
+        load yourself (masking across it) draws the same in a resumed run or a replay on fewer
+        ranks. run.data_loader() calls its collate_fn in one. Your streams are restored."""
+        return _seeded_host_rng(batch_seed(self._run.seed, self.number, samples))
 
     @property
     def micro_samples(self):

@@ -659,10 +659,9 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         self.assertEqual((anomaly["where"], anomaly["samples"]), ("wte", [poison]))
         self.assertEqual(by_step(replay.records(), "step")[2]["tokens"], 2 * 32)
 
-    def test_augmentation_drawn_as_samples_load_is_the_same_indexed_in_workers_and_resumed(self):
-        # --token-noise draws each sample's noise under run.sample_rng: indexed in the main
-        # process or loaded by two DataLoader workers, and resumed from a checkpoint, the same bits.
-        args = ["--steps", "6", "--grad-accum", "2", "--token-noise", "0.2"] + QUIET
+    def assert_draws_replay(self, args):
+        """train.py with `args`, indexed in the main process and loaded by two DataLoader
+        workers, and resumed from a checkpoint: the same bits. The indexed run's records."""
         index = Trial(os.path.join(self.tmp, "index"), args, FAULTLINE_FINGERPRINT_EVERY=1,
                       FAULTLINE_CHECKPOINT_EVERY=3)
         loaded = Trial(os.path.join(self.tmp, "loaded"), args + ["--loader", "torch"],
@@ -679,6 +678,26 @@ class OneRank(unittest.TestCase, ProtocolChecks):
         self.assertEqual({k: r["hash"] for k, r in by_step(resumed.records(), "fingerprint",
                                                            "params").items()},
                          {k: r["hash"] for k, r in full.items() if k > 3})
+        return index.records()
+
+    def test_augmentation_drawn_as_samples_load_is_the_same_indexed_in_workers_and_resumed(self):
+        # --token-noise draws each sample's noise under run.sample_rng: indexed in the main
+        # process or loaded by two DataLoader workers, and resumed from a checkpoint, the same bits.
+        self.assert_draws_replay(["--steps", "6", "--grad-accum", "2", "--token-noise", "0.2"]
+                                 + QUIET)
+
+    def test_masking_across_a_micro_batch_is_the_same_in_collate_indexed_and_resumed(self):
+        # --batch-noise masks across each micro-batch: in the DataLoader's collate_fn (which
+        # run.data_loader calls under the micro-batch's batch_seed) or under s.batch_rng.
+        args = ["--steps", "6", "--grad-accum", "2"] + QUIET
+        records = self.assert_draws_replay(args + ["--batch-noise", "0.2"])
+        plain = run(os.path.join(self.tmp, "plain"), args)
+        self.assertEqual(plain.codes, [0], plain.stderr())
+        self.assertNotEqual(by_step(records, "step")[1]["loss"],
+                            by_step(plain.records(), "step")[1]["loss"], "the noise is drawn")
+        self.assertEqual(fp.batch_seed(1, 2, [5, 9]), fp.batch_seed(1, 2, [5, 9]))
+        self.assertNotEqual(fp.batch_seed(1, 2, [5, 9]), fp.batch_seed(1, 2, [9, 5]))
+        self.assertNotEqual(fp.batch_seed(1, 2, [5, 9]), fp.batch_seed(1, 3, [5, 9]))
 
     def test_state_given_to_start_is_checkpointed_and_a_checkpoint_without_it_is_refused(self):
         # --ema-teacher: a mean teacher's weights, given to run.start(state=...): resumed bitwise.
