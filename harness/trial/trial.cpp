@@ -20,6 +20,7 @@
 #include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "harness/trial/rank_launches.hpp"
+#include "harness/trial/teardown_deaths.hpp"
 #include "probes/detectors/reference.hpp"
 #include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
@@ -35,20 +36,7 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
 }
 
 std::string how_it_died(const CrashReport& crash, const SupervisedResult& result) {
-  std::string how = crash.signal ? "died of " + signal_name(crash.signal)
-                                 : "exited with code " + std::to_string(crash.exit_code);
-  if (const auto& error = result.ends.at(crash.rank).error; !error.empty())
-    how += " after an error: " + error + " (its end event)";
-  return how;
-}
-
-// Where it was: the stacks a Python trainer's faulthandler printed as it died, if any, from the
-// rank's own log (ranks a launcher started share one log: whose stacks is unknown).
-std::string stacks_of_rank(const RankLaunch& rank) {
-  if (auto stacks = rank.stacks_path.empty() ? stacks_in_log(rank.log_path) : std::string();
-      !stacks.empty())
-    return "; its stacks (from its log):" + stacks;
-  return "";
+  return how_it_died(result.ranks.at(crash.rank), result.ends.at(crash.rank));
 }
 
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
@@ -115,32 +103,11 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
       return;
     }
   }
-  if (result.ends.at(crash.rank).status == EndStatus::Ok) {
-    // Its end event said every step trained; it died shutting down (at interpreter exit, a
-    // process group or DDP reducer torn down while a peer is still connected aborts a torch
-    // process now and then). The run's records and checkpoints are whole: a warning, not a
-    // crash to bisect in step last + 1.
-    failures.push_back(
-        {detectors::FailureKind::TeardownCrash, -1, crash.rank,
-         fmt::format("rank {} {} after its end event said training ended well "
-                     "(status ok, after step {})",
-                     crash.rank, how_it_died(crash, result), result.last_step.at(crash.rank)) +
-             stacks_of_rank(ranks.at(crash.rank))});
-    return;
-  }
-  if (const auto halted = result.ends.at(crash.rank).status;
-      crash.signal != 0 && (halted == EndStatus::Nonfinite || halted == EndStatus::DataAnomaly ||
-                            halted == EndStatus::Oom)) {
-    // It halted and said why, then died as it exited (torch over Gloo aborts now and then when a
-    // worker thread frees a tensor during interpreter exit). The halt is the outcome, judged
-    // from its records as for any halt; the death is a warning, not a crash in the next step.
-    failures.push_back(
-        {detectors::FailureKind::TeardownCrash, -1, crash.rank,
-         fmt::format("rank {} {} after its end event said it halted (status {}, after step {})",
-                     crash.rank, how_it_died(crash, result), to_string(*halted),
-                     result.last_step.at(crash.rank)) +
-             stacks_of_rank(ranks.at(crash.rank))});
-    if (halted == EndStatus::Oom)
+  if (died_after_its_end(result, crash.rank)) {
+    // Its end event said how the run ended (every step trained, or it halted and said why);
+    // it died shutting down. Warned of with every such rank (teardown_warnings); a halt's oom
+    // is still the run's oom.
+    if (result.ends.at(crash.rank).status == EndStatus::Oom)
       failures.push_back(
           {detectors::FailureKind::Oom, crash.step, crash.rank,
            "rank " + std::to_string(crash.rank) + " ran out of memory (the trainer reported it)"});
@@ -313,8 +280,10 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   outcome.malformed = sink.malformed();
   outcome.wall_s = result.wall_s;
   for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
-  if (outcome.infra_detail.empty())
+  if (outcome.infra_detail.empty()) {
     classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail, ranks);
+    for (auto& warning : teardown_warnings(result, ranks)) outcome.failures.push_back(warning);
+  }
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
   if (outcome.infra_detail.empty())
     if (auto regression =

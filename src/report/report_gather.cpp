@@ -374,7 +374,10 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
     report.verdict += ".";
   }
   report.failures.columns = {"kind", "step", "rank", "detail"};
-  for (const auto& failure : run.failures)
+  // What failed the run first, then the warnings beside it (a rank that died as it exited).
+  auto listed = run.failures;
+  std::stable_partition(listed.begin(), listed.end(), fails_run);
+  for (const auto& failure : listed)
     report.failures.rows.push_back(
         {failure.kind, failure.step >= 0 ? std::to_string(failure.step) : "",
          failure.rank >= 0 ? std::to_string(failure.rank) : "", failure.detail});

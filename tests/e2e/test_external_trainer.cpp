@@ -313,24 +313,35 @@ TEST(ExternalTrainer, ARankThatDiesAsItShutsDownAfterTrainingEndedIsAWarning) {
               HasSubstr("warning: A rank died as it shut down, after training ended (rank 1)"));
 }
 
-TEST(ExternalTrainer, ARankThatDiesAsItExitsAfterItHaltedIsTheHaltAndAWarning) {
+TEST(ExternalTrainer, ARankThatDiesAsItExitsAfterItHaltedIsTheHaltNotACrash) {
   // Both ranks halt on the NaN of step 20 and write their end events; rank 1 then dies of
-  // SIGABRT at exit. The run's failure is the NaN; the death is a warning, not a crash in 21.
+  // SIGABRT at exit. The run's failure is the NaN, never a crash in step 21. faultline stops a
+  // run at its first fatal record, so rank 1 is either killed by it first (no warning) or seen
+  // to die of its own (a teardown_crash warning); which one is a race, and both are right
+  // (tests/unit/core/test_teardown_deaths.cpp decides each case).
   const std::string dir = make_temp_dir("ext-teardown-halt");
-  auto cli =
-      faultline_cli(with_sets({"train", "-c", kHelper, "--ranks", "2", "--json"},
-                              {"train.steps=30", "fault.nan_step=20",
-                               "fault.nan_layer=blocks.0.attn", "fault.abort_after_end_rank=1"}),
-                    dir, 300);
-  ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
-  const auto& failures = cli.doc.at("failures");
-  ASSERT_EQ(kinds_of(failures), (std::vector<std::string>{"teardown_crash", "nonfinite"}))
-      << cli.doc.dump();
-  EXPECT_EQ(failures[0].at("rank"), 1);
-  EXPECT_THAT(failures[0].at("detail").get<std::string>(),
-              HasSubstr("rank 1 died of SIGABRT after its end event said it halted "
-                        "(status nonfinite, after step 20)"));
-  EXPECT_EQ(failures[1].at("step"), 20);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto cli =
+        faultline_cli(with_sets({"train", "-c", kHelper, "--ranks", "2", "--json"},
+                                {"train.steps=30", "fault.nan_step=20",
+                                 "fault.nan_layer=blocks.0.attn", "fault.abort_after_end_rank=1"}),
+                      dir, 300);
+    ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
+    const auto& failures = cli.doc.at("failures");
+    const auto kinds = kinds_of(failures);
+    ASSERT_THAT(kinds, ::testing::Contains("nonfinite")) << cli.doc.dump();
+    EXPECT_THAT(kinds, ::testing::Not(::testing::Contains("crash"))) << cli.doc.dump();
+    for (const auto& failure : failures) {
+      if (failure.at("kind") == "nonfinite") {
+        EXPECT_EQ(failure.at("step"), 20);
+      }
+      if (failure.at("kind") != "teardown_crash") continue;
+      EXPECT_EQ(failure.at("rank"), 1);
+      EXPECT_THAT(failure.at("detail").get<std::string>(),
+                  HasSubstr("rank 1 died of SIGABRT after its end event said it halted "
+                            "(status nonfinite, after step 20)"));
+    }
+  }
 }
 
 // `isolate -c train.toml --ranks 2 --json` with these keys, expecting a rank_divergence of rank 1

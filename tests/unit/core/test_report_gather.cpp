@@ -199,6 +199,24 @@ TEST(ReportGather, ARunWithOnlyAWarningPassedAndSaysTheWarning) {
   EXPECT_EQ(report.repro_command, "");
 }
 
+TEST(ReportGather, TheFailuresTableListsWhatFailedTheRunBeforeItsWarnings) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t id = stored_run(
+      store,
+      {{"teardown_crash", -1, 1, "rank 1 died of SIGABRT after its end event said it halted"},
+       {"nonfinite", 20, 0, "loss is nan"}},
+      20, 20, "fail");
+  const Report report = gather_run(store, id, {});
+  EXPECT_TRUE(report.failed);
+  EXPECT_EQ(report.verdict, "Run " + std::to_string(id) +
+                                " failed: Training went non-finite (NaN/Inf) at step 20 "
+                                "on rank 0.");
+  ASSERT_EQ(report.failures.rows.size(), 2u);
+  EXPECT_EQ(report.failures.rows[0][0], "nonfinite");
+  EXPECT_EQ(report.failures.rows[1][0], "teardown_crash");
+}
+
 TEST(ReportGather, ALossScalerThatFoundNoScaleIsNoNanInTheHeadline) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
