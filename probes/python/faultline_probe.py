@@ -1047,13 +1047,13 @@ class Run:
                          first_loss=self._first_loss, last_loss=self._last_loss)
         self.metrics.close()
         if status in ("ok", "nonfinite"):  # every rank ends here at the same step
-            self._drain_collectives(last)
+            self._drain_collectives()
         if status == "ok" and self._owns_group:
             import torch.distributed as dist
             if dist.is_initialized():
                 dist.destroy_process_group()
 
-    def _drain_collectives(self, step):
+    def _drain_collectives(self):
         """Gloo's worker threads let go of a finished collective a moment after its caller saw
         it finish; a tensor the script has dropped meanwhile is then freed on that thread, which
         takes the GIL, and at interpreter exit that aborts the process ("terminate called
