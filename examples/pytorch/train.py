@@ -75,19 +75,13 @@ class Corpus:
             x = x.clone()
             for row, sample in enumerate(samples):
                 with sample_rng(sample):
-                    self.add_noise(x[row])
+                    self.add_noise(x[row], self.token_noise)
         return x, y
 
-    def add_noise(self, x):
-        """Augmentation: a random --token-noise fraction of the inputs become random tokens,
-        drawn from torch's global generator as a dataset's random crop would be."""
-        noisy = torch.rand(x.shape) < self.token_noise
-        x[noisy] = torch.randint(self.vocab_size, (int(noisy.sum()),))
-
-    def add_batch_noise(self, x, fraction):
-        """--batch-noise: masking across a whole micro-batch, as a collate_fn does it (BERT's
-        collator masks 15 % of a batch's tokens): `fraction` of the inputs become random tokens,
-        drawn from torch's global generator."""
+    def add_noise(self, x, fraction):
+        """`fraction` of the inputs `x` become random tokens, drawn from torch's global generator
+        as a dataset's random crop would be: one sample's (--token-noise, as it loads) or a whole
+        micro-batch's (--batch-noise: masking across it, as BERT's collator masks 15 %)."""
         noisy = torch.rand(x.shape) < fraction
         x[noisy] = torch.randint(self.vocab_size, (int(noisy.sum()),))
 
@@ -111,7 +105,7 @@ class NoisyCollate:
     def __call__(self, items):
         from torch.utils.data.dataloader import default_collate
         x, y = default_collate(items)
-        self.data.add_batch_noise(x, self.fraction)
+        self.data.add_noise(x, self.fraction)
         return x, y
 
 
@@ -128,7 +122,7 @@ def micro_batches(s, batch, args, data, loader):
             if args.batch_noise:
                 x = x.clone()
                 with s.batch_rng(samples):
-                    data.add_batch_noise(x, args.batch_noise)
+                    data.add_noise(x, args.batch_noise)
         yield samples, x, y
 
 

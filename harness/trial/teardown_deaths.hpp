@@ -1,5 +1,6 @@
 // A rank that died after its end event said how its run ended: torch over Gloo aborts now and then
-// at interpreter exit (docs/external-trainers.md). Which ranks did, and the warning for each.
+// at interpreter exit (docs/external-trainers.md). Which ranks did, and the warning for each; how
+// a rank died and its stacks, which a crash's detail says too.
 #pragma once
 
 #include <cstddef>

@@ -35,10 +35,6 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
-std::string how_it_died(const CrashReport& crash, const SupervisedResult& result) {
-  return how_it_died(result.ranks.at(crash.rank), result.ends.at(crash.rank));
-}
-
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
 // a data anomaly is the trainer reporting a failure the detectors judge from its records; its
 // report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
@@ -126,7 +122,8 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
     return;
   }
   failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
-                      "rank " + std::to_string(crash.rank) + " " + how_it_died(crash, result) +
+                      "rank " + std::to_string(crash.rank) + " " +
+                          how_it_died(result.ranks.at(crash.rank), result.ends.at(crash.rank)) +
                           stacks_of_rank(ranks.at(crash.rank))});
 }
 

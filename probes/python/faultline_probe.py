@@ -436,6 +436,17 @@ def _seeded_host_rng(seed):
             numpy.random.set_state(saved[2])
 
 
+def _loading_rng(seed):
+    """The host generators seeded with `seed` while a sample or a micro-batch loads. In a
+    DataLoader worker, whose own streams feed nothing but loading, seeding is enough (~8 us more,
+    not ~50-80: restoring numpy's state is most of that); in the main process they are restored
+    on leaving."""
+    if torch.utils.data.get_worker_info() is not None:
+        _seed_host_rng(seed)
+        return contextlib.nullcontext()
+    return _seeded_host_rng(seed)
+
+
 # ------------------------------------------------------------------------------------------------
 # A torch DataLoader that loads the micro-batches the steps ask for (Run.data_loader).
 
@@ -452,13 +463,7 @@ class _Indexed:
 
     def __getitem__(self, key):
         step, index = key
-        seed = sample_seed(self.seed, step, index)
-        if torch.utils.data.get_worker_info() is not None:
-            # A worker's own streams feed nothing but its samples: seeding is enough, and a
-            # sample loads in ~8 us more, not ~50-80 (restoring numpy's state is most of that).
-            _seed_host_rng(seed)
-            return step, index, self.dataset[index]
-        with _seeded_host_rng(seed):
+        with _loading_rng(sample_seed(self.seed, step, index)):
             return step, index, self.dataset[index]
 
 
@@ -472,12 +477,8 @@ class _IndexedCollate:
     def __call__(self, items):
         indices = [int(i) for _, i, _ in items]
         seed = batch_seed(self.seed, items[0][0], indices) if items else 0
-        loaded = [item for _, _, item in items]
-        if torch.utils.data.get_worker_info() is not None:
-            _seed_host_rng(seed)
-            return indices, self.collate(loaded)
-        with _seeded_host_rng(seed):
-            return indices, self.collate(loaded)
+        with _loading_rng(seed):
+            return indices, self.collate([item for _, _, item in items])
 
 
 class _StepBatches:

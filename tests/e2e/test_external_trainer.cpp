@@ -673,11 +673,10 @@ TEST(ExternalTrainer, AnUpdateAppliedDifferentlyWithTheSameGradientsIsFoundInThe
   EXPECT_THAT(page, HasSubstr("rank 1 vs rank 0"));
 }
 
-// A torchrun-style job with the model in DistributedDataParallel (2 ranks, Gloo), NaN in
-// blocks.0.attn at step 150: imported with its recipe, it is replayed on one rank (no DDP there)
-// from the checkpoint of step 100, the module is named, and repro repeats it bit for bit.
-// A 2-rank DDP job of train.py (with `args` and the recipe keys `sets` too) whose NaN at step 150
-// halts both ranks: imported, it is isolated on one rank from its own checkpoint of step 100.
+// A torchrun-style job of train.py with the model in DistributedDataParallel (2 ranks, Gloo; plus
+// `more_args`, and the recipe keys `more_sets`), NaN in blocks.0.attn at step 150: imported with
+// its recipe, it is replayed on one rank (no DDP there) from the checkpoint of step 100, the
+// module is named, and repro repeats it bit for bit.
 void expect_ddp_job_isolated_on_one_rank(const std::string& dir,
                                          const std::vector<std::string>& more_args,
                                          const std::vector<std::string>& more_sets) {
