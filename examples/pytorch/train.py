@@ -337,6 +337,13 @@ def make_scaler(args, device):
 # ----------------------------------------------------------------------------------------------
 # Planted faults: each the simplest mechanism with a real failure's signature.
 
+def eager(hook):
+    """A fault's hook that torch.compile (--compile) runs as it is, outside its graphs: traced,
+    its test of the step number would compile the model again at every step."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(hook) if disable is not None else hook
+
+
 class Faults:
     def __init__(self, args, rank, model):
         self.args, self.rank = args, rank
@@ -347,13 +354,13 @@ class Faults:
             sys.exit(f"train.py: error: --nan-layer '{args.nan_layer}' is not a module; "
                      f"modules: {names}")
         if args.nan_step:
-            modules[args.nan_layer].register_forward_hook(self.nan_output)
+            modules[args.nan_layer].register_forward_hook(eager(self.nan_output))
         if args.poison_sample >= 0:
-            modules["wte"].register_forward_hook(self.poison_rows)
+            modules["wte"].register_forward_hook(eager(self.poison_rows))
         if args.overflow_step:
-            model.wte.weight.register_hook(self.overflow)
+            model.wte.weight.register_hook(eager(self.overflow))
         if args.slow_rank == rank:
-            model.register_forward_pre_hook(self.slow_forward)
+            model.register_forward_pre_hook(eager(self.slow_forward))
 
     def nan_output(self, module, inputs, output):  # --nan-step/--nan-layer: NaN activations
         return output + float("nan") if self.step == self.args.nan_step else output
@@ -458,6 +465,8 @@ def parse_args(argv=None):
     add("--n-embd", type=int, default=64)
     add("--block-size", type=int, default=32)
     add("--vocab-size", type=int, default=64)
+    add("--compile", default="", help="torch.compile the model with this backend (inductor, "
+        "aot_eager, ...; torch >= 2), before DDP wraps it as nanoGPT does; empty: eager")
     add("--activation-checkpointing", type=int, default=0, help="1: each block's activations are "
         "recomputed in the backward pass (torch.utils.checkpoint)")
     add("--data", default="", help="a file of raw bytes as tokens (needs --vocab-size 256)")
@@ -544,6 +553,8 @@ def main(argv=None):
     teacher = MeanTeacher(model, args.ema_teacher) if args.ema_teacher else None
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
     atexit.register(faults.after_end)
+    if args.compile:  # after the faults' hooks, as a script's own hooks would be
+        model = torch.compile(model, backend=args.compile)
     if args.ddp and run.world_size > 1:  # the helper sees through it (faultline_probe README)
         model = torch.nn.parallel.DistributedDataParallel(model)
     scaler = make_scaler(args, run.device)

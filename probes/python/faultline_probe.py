@@ -587,7 +587,10 @@ def _rng_state():
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     if "numpy" in sys.modules:
-        state["numpy"] = sys.modules["numpy"].random.get_state()
+        # Its key array as a list: a checkpoint of lists, tensors and numbers loads with
+        # torch.load's default (weights_only) since torch 2.6, an ndarray does not.
+        kind, keys, *rest = sys.modules["numpy"].random.get_state()
+        state["numpy"] = (kind, keys.tolist(), *rest)
     return state
 
 
@@ -597,7 +600,9 @@ def _set_rng_state(state):
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     if "numpy" in state and "numpy" in sys.modules:
-        sys.modules["numpy"].random.set_state(state["numpy"])
+        numpy = sys.modules["numpy"]
+        kind, keys, *rest = state["numpy"]
+        numpy.random.set_state((kind, numpy.asarray(keys, dtype=numpy.uint32), *rest))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -728,9 +733,36 @@ def _reduce_dtype(grads):
 
 
 def _unwrapped(model):
-    """The module inside a DistributedDataParallel, else the model itself."""
+    """(the module the script built, the DistributedDataParallel around it or None, whether
+    torch.compile wrapped it), through DDP and torch.compile's OptimizedModule in either order
+    (nanoGPT compiles, then wraps in DDP)."""
     parallel = getattr(getattr(torch.nn, "parallel", None), "DistributedDataParallel", None)
-    return model.module if parallel is not None and isinstance(model, parallel) else model
+    module, ddp, compiled = model, None, False
+    while True:
+        if parallel is not None and isinstance(module, parallel):
+            ddp, module = ddp or module, module.module
+        elif isinstance(getattr(module, "_orig_mod", None), torch.nn.Module):
+            compiled, module = True, module._orig_mod
+        else:
+            return module, ddp, compiled
+
+
+def _plain_name(name):
+    """A module's or parameter's name without torch.compile's "_orig_mod" parts: the name the
+    script's model has (a submodule compiled on its own is named so inside its parent too)."""
+    return ".".join(part for part in name.split(".") if part != "_orig_mod")
+
+
+def _eager_stance():
+    """A context in which torch.compile's code is skipped and every module runs eagerly, so the
+    full probes' hooks on the modules inside a compiled model see their outputs (Dynamo ignores
+    hooks added after it compiled). None where torch has no torch.compiler.set_stance (< 2.6)."""
+    set_stance = _set_stance()
+    return set_stance("force_eager") if set_stance is not None else None
+
+
+def _set_stance():
+    return getattr(getattr(torch, "compiler", None), "set_stance", None)
 
 
 def _global_norm(tensors):
@@ -821,12 +853,23 @@ class Run:
                 init = "env://"
             else:
                 init = f"tcp://{s.master_addr}:{s.master_port}"
-            dist.init_process_group(self.backend, init_method=init, rank=s.rank,
-                                    world_size=s.world_size,
-                                    timeout=datetime.timedelta(seconds=timeout_s))
+            def init_group():
+                dist.init_process_group(self.backend, init_method=init, rank=s.rank,
+                                        world_size=s.world_size,
+                                        timeout=datetime.timedelta(seconds=timeout_s))
+            try:
+                init_group()
+            except RuntimeError as error:  # torch.distributed.DistStoreError is one
+                # A torch built without libuv (Debian's) refuses its own default TCPStore
+                # backend since 2.4; every rank fails alike and retries with the other one.
+                if "without libuv" not in str(error):
+                    raise
+                os.environ["USE_LIBUV"] = "0"
+                init_group()
         self.model = self.optimizer = self.scheduler = self.scaler = None
         self.module = None        # the model inside DistributedDataParallel, else the model
-        self.ddp = False
+        self.ddp = False          # a DistributedDataParallel model (self._ddp)
+        self.compiled = False     # torch.compile wraps the model
         self.skipped_steps = 0    # steps the loss scaler skipped (gradients overflowed)
         self.first_step = None
         self.last_step = None
@@ -918,15 +961,20 @@ class Run:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         # DistributedDataParallel averages the gradients in the backward pass: the steps then
         # skip the helper's own allreduce of them, and checkpoints and probes use the module
-        # inside, so a one-rank replay (no DDP) loads them and names the same modules.
-        self.module = _unwrapped(model)
-        self.ddp = self.module is not model
+        # inside DDP and torch.compile, so a one-rank replay (no DDP) or a run without compile
+        # loads them and names the same modules.
+        self.module, self._ddp, self.compiled = _unwrapped(model)
+        self.ddp = self._ddp is not None
         # DDP also broadcasts the module's buffers before the first forward pass of a step.
-        self._ddp_broadcasts = self.ddp and bool(getattr(model, "broadcast_buffers", False)) and \
-            any(True for _ in self.module.buffers())
+        self._ddp_broadcasts = self.ddp and bool(getattr(self._ddp, "broadcast_buffers", False)) \
+            and any(True for _ in self.module.buffers())
+        if self.compiled and _set_stance() is None:
+            print(f"faultline_probe: torch {torch.__version__} has no torch.compiler.set_stance: "
+                  "full probes name only modules outside the compiled model", file=sys.stderr)
         enabled = getattr(scaler, "is_enabled", lambda: scaler is not None)
         self.scaler = scaler if enabled() else None  # a disabled GradScaler scales nothing
-        self._named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+        self._named = [(_plain_name(n), p) for n, p in self.module.named_parameters()
+                       if p.requires_grad]
         self.first_step = 1
         meta = None
         if self.settings.resume:
@@ -942,7 +990,7 @@ class Run:
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(self.device), "cpu": _cpu_model(), "mem_total_bytes": _physical_memory(),
             "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
-            "ddp": self.ddp,
+            "ddp": self.ddp, "compiled": self.compiled,
             "loss_scaler": type(self.scaler).__name__ if self.scaler is not None else "",
             "state": sorted(self.state),
             "command": sys.argv, "pid": os.getpid(),
@@ -1097,7 +1145,7 @@ class Run:
         state = {"format": "faultline_probe checkpoint", "version": 1, "step": step,
                  "config": self.config, "config_hash": config_hash(self.config),
                  "world_size": self.world_size, "seed": self.seed,
-                 "torch_version": torch.__version__,
+                 "torch_version": str(torch.__version__),  # not a TorchVersion: see _rng_state
                  "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None,
@@ -1112,8 +1160,8 @@ class Run:
     def _load(self, path):
         try:
             # The run's own checkpoint, written by this helper: torch 2.6's default
-            # (weights_only=True) refuses its RNG states (numpy's is an ndarray) and the objects
-            # given as state=, so every resume would fail on a current torch.
+            # (weights_only=True) would refuse what the objects given as state= saved, when that
+            # is more than tensors, numbers and containers of them.
             state = torch.load(path, map_location="cpu", weights_only=False)
             if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
                 raise ValueError("not a faultline_probe checkpoint")
@@ -1160,8 +1208,8 @@ class Run:
             return
         self._probes_attached = True
         for name, module in self.module.named_modules():
-            if name:
-                module.register_forward_hook(self._forward_hook(name))
+            if _plain_name(name):  # a compiled submodule and its _orig_mod: the same name
+                module.register_forward_hook(self._forward_hook(_plain_name(name)))
         for name, parameter in self._named:
             parameter.register_hook(self._grad_hook(name))
 
@@ -1233,6 +1281,7 @@ class Step:
         self._phase = "data"
         self._data_ms = self._comm_ms = self._data_cpu = self._comm_cpu = 0.0
         self._rng = None
+        self._eager = None         # at a full-probe step: the eager stance, left on exit
 
     # -- the context ----------------------------------------------------------------------------
 
@@ -1246,11 +1295,17 @@ class Step:
         if run.settings.full_probes_at(self.number):
             run._attach_probes()
             run._probing = self
+            # Compiled code would skip the probes' hooks: the step runs eagerly (its numerics
+            # are eager's), and where nothing is compiled this changes nothing.
+            self._eager = _eager_stance()
         return self
 
     def __exit__(self, kind, error, traceback):
         run = self._run
         run._probing = None
+        if self._eager is not None:
+            self._eager.__exit__(None, None, None)  # the stance the script had
+            self._eager = None
         if error is not None:
             if _is_oom(error):
                 self._halt_oom(error)
@@ -1329,7 +1384,7 @@ class Step:
                 self._ddp_sync = True  # DDP's allreduce runs in this backward pass
                 yield micro
             else:  # accumulate locally (and, in replica mode, keep the local gradient)
-                with run.model.no_sync():
+                with run._ddp.no_sync():
                     yield micro
         self._current = None
 

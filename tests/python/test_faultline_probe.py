@@ -34,6 +34,7 @@ try:
 except ImportError:  # pragma: no cover - the whole file needs torch
     torch = None
 
+TORCH_MAJOR, TORCH_MINOR = (int(x) for x in torch.__version__.split(".")[:2]) if torch else (0, 0)
 QUIET = ["--log-every", "0"]
 N_SAMPLES = 1023  # train.py's default synthetic corpus: 32768 tokens, block 32
 STEP_FIELDS = ("step", "loss", "grad_norm", "lr", "step_ms", "data_ms", "comm_ms", "tokens",
@@ -172,6 +173,17 @@ def sketch_distance(a, b):
         return 0.0
     diff = math.sqrt(sum((x - y) ** 2 for x, y in zip(a["sketch"], b["sketch"])))
     return diff / math.sqrt(sum(y * y for y in b["sketch"]))
+
+
+class NoisySamples:
+    """Random augmentation: numbers drawn from the global generators. At module level, so that
+    DataLoader workers started by forkserver (Python 3.14's default) can unpickle it."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i), torch.rand(()).item(), random.random()])
 
 
 class ProtocolChecks:
@@ -345,20 +357,13 @@ class HelperUnits(unittest.TestCase):
 
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_sample_draws_the_same_random_numbers_in_any_worker_and_any_replay(self):
-        class Noisy:  # random augmentation: numbers drawn from the global generators
-            def __len__(self):
-                return 16
-
-            def __getitem__(self, i):
-                return torch.tensor([float(i), torch.rand(()).item(), random.random()])
-
         def loaded(workers, steps, **environ):
             """{(step, sample): its loaded row}, and the main process's next torch.rand."""
             with tempfile.TemporaryDirectory() as tmp:
                 run = run_in(tmp, "noise", **environ)
                 model = torch.nn.Linear(3, 1)
                 run.start(model, torch.optim.SGD(model.parameters(), lr=0.1))
-                loader = run.data_loader(Noisy(), 4, steps, num_workers=workers)
+                loader = run.data_loader(NoisySamples(), 4, steps, num_workers=workers)
                 drawn = {}
                 for step in run.steps(steps):
                     with run.step(step) as s:
@@ -518,10 +523,11 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                                  {**by_step(records, "fingerprint", what)[k],
                                   "t": by_step(again, "fingerprint", what)[k]["t"]}, (k, what))
 
-    def test_a_resume_loads_under_the_weights_only_default_of_torch_2_6(self):
-        # torch 2.6 made torch.load(weights_only=True) the default; it refuses a numpy array (the
-        # numpy RNG state every checkpoint holds once numpy is loaded). This torch is older: the
-        # script below gives its torch.load that default, as a current torch has it.
+    def test_a_checkpoint_loads_with_the_weights_only_default_of_torch_2_6_and_resumes(self):
+        # torch 2.6 made torch.load(weights_only=True) the default; it refuses a numpy array (as
+        # numpy's RNG state is) and torch's TorchVersion, so a user inspecting a finding's
+        # checkpoint, or a resume, would fail. This torch is older: the script below gives its
+        # torch.load that default, as a current torch has it.
         script = os.path.join(self.tmp, "train_torch26.py")
         with open(script, "w") as f:
             f.write("import runpy, sys, numpy, torch\n"
@@ -537,7 +543,9 @@ class OneRank(unittest.TestCase, ProtocolChecks):
                      FAULTLINE_CHECKPOINT_EVERY=2).wait()
         self.assertEqual(full.codes, [0], full.stderr())
         checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
-        self.assertIn("numpy", torch.load(checkpoint, weights_only=False)["rng"][0])
+        # As a user loads it to look inside (torch 1.13's weights-only reader has no floats).
+        inspected = torch.load(checkpoint, weights_only=TORCH_MAJOR >= 2)
+        self.assertIn("numpy", inspected["rng"][0])
         resumed = Trial(os.path.join(self.tmp, "resumed"), args, script=script,
                         FAULTLINE_RESUME=checkpoint).wait()
         self.assertEqual(resumed.codes, [0], resumed.stderr())
@@ -1003,6 +1011,74 @@ class Ranks(unittest.TestCase, ProtocolChecks):
             event, = [e for e in trial.records(r, type_="event", name="batch") if e["step"] == 3]
             self.assertEqual(event["rank_samples"], share)
             self.assertEqual(by_step(trial.records(r), "step")[3]["tokens"], 4 * 32)
+
+
+# ------------------------------------------------------------------------------------------------
+
+HAS_SET_STANCE = torch is not None and hasattr(getattr(torch, "compiler", None), "set_stance")
+
+
+@unittest.skipUnless(HAS_SET_STANCE, "torch.compile with torch.compiler.set_stance: torch >= 2.6 "
+                     "(make python-compat runs these on Debian's newest torch)")
+class Compiled(unittest.TestCase, ProtocolChecks):
+    """A model under torch.compile, as nanoGPT's is. The aot_eager backend traces it as inductor
+    does (Dynamo, AOTAutograd) but needs no C++ compiler, and computes eager's bits."""
+
+    COMPILE = ["--compile", "aot_eager"]
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def test_full_probes_name_the_module_inside_a_compiled_model(self):
+        # Dynamo ignores hooks added after it compiled: the probes' hooks fired only on the
+        # compiled root ("_orig_mod") until full-probe steps ran eagerly.
+        args = ["--steps", "8", "--nan-step", "6", "--nan-layer", "blocks.0.attn"] + QUIET
+        for name, more in (("compiled", self.COMPILE), ("eager", [])):
+            trial = run(os.path.join(self.tmp, name), args + more, FAULTLINE_PROBE="full",
+                        FAULTLINE_PROBE_FROM=5)
+            self.assertEqual(trial.codes, [fp.EXIT_NONFINITE], trial.stderr())
+            records = trial.records()
+            self.assert_protocol(records)
+            start, = [r for r in records if r.get("name") == "start"]
+            self.assertEqual(start["compiled"], bool(more))
+            anomaly, = trial.records(type_="anomaly")
+            self.assertEqual((anomaly["step"], anomaly["phase"], anomaly["where"]),
+                             (6, "forward", "blocks.0.attn"), name)
+            self.assertNotIn("_orig_mod", anomaly["first_grad"])
+
+    def test_a_compiled_runs_checkpoint_resumes_with_or_without_compile_bitwise(self):
+        # Saved from the module inside torch.compile's wrapper: the keys the script's model has.
+        args = ["--steps", "8"] + QUIET
+        full = run(os.path.join(self.tmp, "full"), args + self.COMPILE,
+                   FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(full.codes, [0], full.stderr())
+        checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
+        self.assertFalse([k for k in torch.load(checkpoint)["model"] if "_orig_mod" in k])
+        hashes = {k: r["hash"] for k, r in by_step(full.records(), "fingerprint", "params").items()
+                  if k > 4}
+        for name, more in (("eager", []), ("compiled", self.COMPILE)):
+            resumed = run(os.path.join(self.tmp, name), args + more, FAULTLINE_RESUME=checkpoint,
+                          FAULTLINE_FINGERPRINT_EVERY=1)
+            self.assertEqual(resumed.codes, [0], resumed.stderr())
+            self.assertEqual({k: r["hash"] for k, r in
+                              by_step(resumed.records(), "fingerprint", "params").items()},
+                             hashes, name)
+
+    def test_a_compiled_ddp_model_trains_the_same_bits_as_the_eager_one(self):
+        args = ["--steps", "4", "--ddp", "1", "--grad-accum", "2"] + QUIET
+        eager = Trial(os.path.join(self.tmp, "eager"), args, ranks=2,
+                      FAULTLINE_FINGERPRINT_EVERY=1)
+        compiled = Trial(os.path.join(self.tmp, "compiled"), args + self.COMPILE, ranks=2,
+                         FAULTLINE_FINGERPRINT_EVERY=1)
+        eager.wait(timeout=180)
+        compiled.wait(timeout=180)
+        for trial in (eager, compiled):
+            self.assertEqual(trial.codes_ended_well(), [0, 0], trial.stderr(0) + trial.stderr(1))
+        assert_same_steps(self, eager, compiled, ("loss", "grad_norm"))
 
 
 # ------------------------------------------------------------------------------------------------
