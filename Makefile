@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build install demo test test-fast bench torch-compat format clean
+.PHONY: all deps configure build install demo test test-fast bench torch-compat python-compat format clean
 
 all: build
 
@@ -40,6 +40,11 @@ bench: build
 # (fetched into ~/.cache/faultline/torch-compat): the GPU machine's LibTorch is not 1.13.
 torch-compat: build
 	@python3 tests/gpu/torch_compat.py --build $(BUILD) -j $(JOBS)
+
+# The Python helper's suite on Debian sid's torch and Python, in a chroot made once in
+# ~/.cache/faultline/python-compat (root): users run a current torch, not bookworm's 1.13.
+python-compat:
+	@bash tests/python/current_torch.sh
 
 format:
 	@find src probes bisect harness tests -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

@@ -13,6 +13,7 @@
 #include "bisect/step_plan.hpp"
 
 #include "harness/isolate/isolate_phases.hpp"
+#include "harness/trial/run_facts.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness::isolate {
@@ -195,9 +196,13 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
                                 other.detail.substr(0, 300));
           break;
         }
+      // Its probes ran the compiled model eagerly: a NaN of the compiled kernels alone stays away.
+      const std::string eager = said_compiled(start_event(context.store, window.run_id))
+                                    ? "; it ran its torch.compile'd model eagerly to probe it"
+                                    : "";
       location.detail +=
-          fmt::format(" (the full-probe replay of steps {}..{} did not fail there{}: run {})",
-                      from + 1, step, instead, window.run_id);
+          fmt::format(" (the full-probe replay of steps {}..{} did not fail there{}{}: run {})",
+                      from + 1, step, instead, eager, window.run_id);
       return location;
     }
     shown_in = window.run_id;

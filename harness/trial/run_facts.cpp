@@ -65,6 +65,11 @@ std::vector<std::string> said_nondeterministic(const nlohmann::json& start) {
   return said;
 }
 
+bool said_compiled(const nlohmann::json& start) {
+  return start.contains("compiled") && start.at("compiled").is_boolean() &&
+         start.at("compiled").get<bool>();
+}
+
 const std::vector<const char*>& bit_deciding_facts() {
   // "gemm": faultline-train's fused CPU kernels call oneDNN, whose code depends on the CPU's ISA.
   static const std::vector<const char*> keys = {"cpu",           "blas",    "blas_kernel",

@@ -38,6 +38,10 @@ std::string write_run_config(const store::RunInfo& run, const std::string& work_
 // said nothing.
 std::vector<std::string> said_nondeterministic(const nlohmann::json& start);
 
+// Whether the trainer said its model runs under torch.compile (the helper's "compiled"): its
+// full-probe steps then run eagerly, with eager's numerics.
+bool said_compiled(const nlohmann::json& start);
+
 // The keys of a start event that decide the bits of a run, in a fixed order.
 const std::vector<const char*>& bit_deciding_facts();
 

@@ -747,6 +747,20 @@ def _unwrapped(model):
             return module, ddp, compiled
 
 
+def _sharded_part(module):
+    """The first part of a model whose parameters are split across ranks (FSDP, FSDP2's
+    fully_shard, tensor parallel DTensors), as "what at 'name'"; None for a model each rank holds
+    whole. By class name: importing torch.distributed.fsdp fails on some torch/Python pairs."""
+    for name, part in module.named_modules():
+        kinds = {c.__name__ for c in type(part).__mro__}
+        if kinds & {"FullyShardedDataParallel", "FSDPModule"}:
+            return f"FSDP at '{name or 'the model'}'"
+    for name, parameter in module.named_parameters():
+        if type(parameter).__name__ == "DTensor" or type(parameter.data).__name__ == "DTensor":
+            return f"a DTensor parameter '{name}'"
+    return None
+
+
 def _plain_name(name):
     """A module's or parameter's name without torch.compile's "_orig_mod" parts: the name the
     script's model has (a submodule compiled on its own is named so inside its parent too)."""
@@ -964,6 +978,12 @@ class Run:
         # inside DDP and torch.compile, so a one-rank replay (no DDP) or a run without compile
         # loads them and names the same modules.
         self.module, self._ddp, self.compiled = _unwrapped(model)
+        sharded = _sharded_part(self.module)
+        if sharded is not None:
+            _usage_exit(f"the model's parameters are sharded across ranks ({sharded}); the "
+                        "helper averages, checks, fingerprints and checkpoints whole parameters: "
+                        "it supports DistributedDataParallel and ZeRO-1 (torch's "
+                        "ZeroRedundancyOptimizer), not FSDP or tensor parallelism yet")
         self.ddp = self._ddp is not None
         # DDP also broadcasts the module's buffers before the first forward pass of a step.
         self._ddp_broadcasts = self.ddp and bool(getattr(self._ddp, "broadcast_buffers", False)) \

@@ -331,8 +331,9 @@ class HelperUnits(unittest.TestCase):
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_process_group_other_than_the_environments_is_a_usage_error(self):
         import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
-                                world_size=1)
+        with unittest.mock.patch.dict(os.environ, USE_LIBUV="0"):  # a torch without libuv
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+                                    rank=0, world_size=1)
         try:
             with tempfile.TemporaryDirectory() as tmp, \
                     open(os.path.join(tmp, "stderr"), "w+") as err:
@@ -875,7 +876,10 @@ class Ranks(unittest.TestCase, ProtocolChecks):
                     "run.end()\n"
                     "assert dist.is_initialized(), 'the helper ended the group'\n"
                     "dist.destroy_process_group()\n")
-        trial = Trial(os.path.join(self.tmp, "run"), [], ranks=2, script=script).wait()
+        # Its own init: on a torch built without libuv (Debian's), as any script, with
+        # USE_LIBUV=0 (harmless elsewhere).
+        trial = Trial(os.path.join(self.tmp, "run"), [], ranks=2, script=script,
+                      USE_LIBUV=0).wait()
         self.assertEqual(trial.codes_ended_well(), [0, 0], trial.stderr(0) + trial.stderr(1))
         for rank in (0, 1):
             start, = trial.records(rank, type_="event", name="start")
@@ -1079,6 +1083,39 @@ class Compiled(unittest.TestCase, ProtocolChecks):
         for trial in (eager, compiled):
             self.assertEqual(trial.codes_ended_well(), [0, 0], trial.stderr(0) + trial.stderr(1))
         assert_same_steps(self, eager, compiled, ("loss", "grad_norm"))
+
+
+def has_fully_shard():
+    try:  # torch 1.13's FSDP does not even import on Python 3.11
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+FULLY_SHARDED = SCRIPT_START.replace(
+    "model = torch.nn.Linear(4, 1)\n",
+    "from torch.distributed.fsdp import fully_shard\n"
+    "model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))\n"
+    "fully_shard(model[0])\n")
+
+
+@unittest.skipUnless(torch is not None and has_fully_shard(), "FSDP2's fully_shard: torch >= 2.6 "
+                     "(make python-compat)")
+class Sharded(unittest.TestCase):
+    def test_a_model_sharded_with_fsdp_is_refused_as_a_usage_error_naming_where(self):
+        # Its gradients are shards: the helper's allreduce would average unlike pieces, and its
+        # rank-0 checkpoint would hold rank 0's share. A clear exit 2 before the first step.
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "fsdp.py")
+            with open(script, "w") as f:
+                f.write(FULLY_SHARDED + "print('trained')\n")
+            trial = run(os.path.join(tmp, "run"), [], ranks=2, script=script)
+            self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
+            for rank in (0, 1):
+                self.assertIn("the model's parameters are sharded across ranks (FSDP at '0')",
+                              trial.stderr(rank))
+                self.assertNotIn("trained", trial.stdout[rank])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,13 @@ TEST(SaidNondeterministic, IsEmptyWhenTheTrainerSaidNothing) {
   EXPECT_TRUE(said_nondeterministic(nlohmann::json::parse(R"({"nondeterministic": "x"})")).empty());
 }
 
+TEST(SaidCompiled, IsTheHelpersCompiledFlag) {
+  EXPECT_TRUE(said_compiled(nlohmann::json::parse(R"({"compiled": true})")));
+  EXPECT_FALSE(said_compiled(nlohmann::json::parse(R"({"compiled": false})")));
+  EXPECT_FALSE(said_compiled(nlohmann::json::object()));  // the bundled trainer, an older helper
+  EXPECT_FALSE(said_compiled(nlohmann::json::parse(R"({"compiled": "yes"})")));
+}
+
 TEST(HostFacts, KeepsTheBitDecidingKeysAndTheHost) {
   const auto start = nlohmann::json::parse(
       R"({"cpu": "x86", "threads": 1, "host": "n1", "loss": 3.5, "torch_version": "1.13"})");
