@@ -4,8 +4,8 @@
 # the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
 # data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
 # PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio), a planted NaN through
-# isolate, fp16 with torch's GradScaler, and a helper run resumed bitwise from its own checkpoint;
-# prints a summary.
+# isolate, fp16 with torch's GradScaler, a helper run resumed bitwise from its own checkpoint, and
+# full probes inside a torch.compile'd model; prints a summary.
 #
 #   bash tests/gpu/run.sh [all|build|check]   # results and logs in $FAULTLINE_GPU_OUT
 #                                             # (default build-gpu/out)
@@ -377,6 +377,29 @@ PY
   fi
 else
   record FAIL "resume from a checkpoint on cuda (see $out/resume-full.log, $out/resume-resumed.log)"
+fi
+
+# ---- 9. torch.compile (inductor, CUDA) through faultline_probe: a NaN planted at step 6 in
+# blocks.0.attn, full probes from 5: the probes must name that module, not the compiled root
+compiled_dir=$out/compiled
+rm -rf "$compiled_dir"
+run_step compiled 120 env FAULTLINE_METRICS="$compiled_dir/metrics.jsonl" FAULTLINE_OUT="$compiled_dir" \
+  FAULTLINE_PROBE=full FAULTLINE_PROBE_FROM=5 python3 "$root/examples/pytorch/train.py" --steps 8 \
+  --precision bf16 --compile inductor --nan-step 6 --nan-layer blocks.0.attn --log-every 0
+if figures=$(python3 - "$compiled_dir/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+start = rows[0]
+anomalies = [r for r in rows if r["type"] == "anomaly"]
+where = [(a["step"], a["where"]) for a in anomalies]
+print(f"device {start['device']}, compiled {start.get('compiled')}, anomaly at {where}")
+sys.exit(0 if start["device"].startswith("cuda") and start.get("compiled")
+         and where == [(6, "blocks.0.attn")] else 1)
+PY
+); then
+  record PASS "torch.compile (inductor) on cuda, full probes name the module: $figures"
+else
+  record FAIL "torch.compile (inductor) on cuda: $figures (see $out/compiled.log)"
 fi
 
 finish checks

@@ -32,8 +32,21 @@ if [ ! -x "$sid/usr/bin/python3" ] || ! [ -e "$sid/.complete" ]; then
 fi
 
 mounted=()
+rooted_in_chroot() {  # pids of processes whose root is the chroot (a test's leftover child)
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2> /dev/null)" = "$sid" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
 unmount() {
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[i]}" || true; done
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [ -z "$(rooted_in_chroot)" ] && break
+    sleep 1
+  done
+  for pid in $(rooted_in_chroot); do kill -9 "$pid" 2> /dev/null || true; done
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+    umount "${mounted[i]}" 2> /dev/null || umount -l "${mounted[i]}" || true
+  done
 }
 trap unmount EXIT
 bind() {  # bind <source> <target inside the chroot>
