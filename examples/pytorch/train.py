@@ -554,6 +554,9 @@ def main(argv=None):
     faults = Faults(args, run.rank, model)  # before run.start(): its hooks run before the probes
     atexit.register(faults.after_end)
     if args.compile:  # after the faults' hooks, as a script's own hooks would be
+        # Dynamo does not guard on module hooks by default: the code it compiled for block 0's
+        # forward (no hook) would run for block 1 too, skipping a fault's hook there.
+        torch._dynamo.config.skip_nnmodule_hook_guards = False
         model = torch.compile(model, backend=args.compile)
     if args.ddp and run.world_size > 1:  # the helper sees through it (faultline_probe README)
         model = torch.nn.parallel.DistributedDataParallel(model)

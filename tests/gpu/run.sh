@@ -380,12 +380,12 @@ else
 fi
 
 # ---- 9. torch.compile (inductor, CUDA) through faultline_probe: a NaN planted at step 6 in
-# blocks.0.attn, full probes from 5: the probes must name that module, not the compiled root
+# blocks.1.mlp, full probes from 5: the probes must name that module, not the compiled root
 compiled_dir=$out/compiled
 rm -rf "$compiled_dir"
 run_step compiled 120 env FAULTLINE_METRICS="$compiled_dir/metrics.jsonl" FAULTLINE_OUT="$compiled_dir" \
   FAULTLINE_PROBE=full FAULTLINE_PROBE_FROM=5 python3 "$root/examples/pytorch/train.py" --steps 8 \
-  --precision bf16 --compile inductor --nan-step 6 --nan-layer blocks.0.attn --log-every 0
+  --precision bf16 --compile inductor --nan-step 6 --nan-layer blocks.1.mlp --log-every 0
 if figures=$(python3 - "$compiled_dir/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -394,7 +394,7 @@ anomalies = [r for r in rows if r["type"] == "anomaly"]
 where = [(a["step"], a["where"]) for a in anomalies]
 print(f"device {start['device']}, compiled {start.get('compiled')}, anomaly at {where}")
 sys.exit(0 if start["device"].startswith("cuda") and start.get("compiled")
-         and where == [(6, "blocks.0.attn")] else 1)
+         and where == [(6, "blocks.1.mlp")] else 1)
 PY
 ); then
   record PASS "torch.compile (inductor) on cuda, full probes name the module: $figures"
