@@ -713,6 +713,18 @@ TEST(ExternalTrainer, AZeroOneJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
   expect_ddp_job_isolated_on_one_rank(make_temp_dir("ext-zero"), {"--zero", "1"}, {"train.zero=1"});
 }
 
+// torch.compile (nanoGPT's order: compiled, then DDP): the checkpoints hold the module inside
+// both wrappers, and the 1-rank replay's full-probe step runs the compiled model eagerly, so its
+// probes name the module. Needs torch >= 2.6 (torch.compiler.set_stance): Debian bookworm's 1.13
+// skips it; it ran on Debian sid's torch 2.14 in a chroot (probes/python/README.md).
+TEST(ExternalTrainer, ACompiledDdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
+  const auto probe = run_process(
+      {{"/usr/bin/python3", "-c", "import torch; torch.compiler.set_stance"}, {}, 60});
+  if (probe.exit_code != 0) GTEST_SKIP() << "this torch has no torch.compiler.set_stance";
+  expect_ddp_job_isolated_on_one_rank(make_temp_dir("ext-compiled"), {"--compile", "aot_eager"},
+                                      {"train.compile=aot_eager"});
+}
+
 // fp16 with a dynamic loss scaler: three overflowing steps are the scaler's to skip (a run that
 // passes); gradients that overflow for good from step 130 of a job make the scaler halve its
 // scale below 1 by step 147 while the script trains on. Imported, that is a nonfinite failure

@@ -2,12 +2,18 @@
 # Runs the Python helper's suite on Debian sid's torch and Python (2.14 and 3.14 at the time of
 # writing) in a chroot: users run a current torch, CI has bookworm's 1.13 on Python 3.11.
 #
-#   bash tests/python/current_torch.sh        (make python-compat; root, Debian's archive)
+#   bash tests/python/current_torch.sh              (make python-compat; root, Debian's archive)
+#   bash tests/python/current_torch.sh e2e [FILTER]  the ExternalTrainer e2e tests (GoogleTest
+#                                                   FILTER, default all) of build/ in the chroot
 #
 # The chroot is made once with debootstrap in ~/.cache/faultline/python-compat/sid (about 1.7 GB;
 # delete it to take sid's newest packages); the repository is bind-mounted at its own path.
+# `e2e` runs this machine's build (bookworm's binaries) there: the libraries sid lacks are copied
+# into the chroot's /opt/bookworm-libs, and faultline-train (LibTorch 1.13) gets its own set.
 # Not part of `make test`: it depends on what sid holds that day. Exit status: the suite's.
 set -euo pipefail
+mode=${1:-suite}
+filter=${2:-*}
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${FAULTLINE_CACHE:-$HOME/.cache/faultline}/python-compat
@@ -25,7 +31,7 @@ if [ ! -x "$sid/usr/bin/python3" ] || ! [ -e "$sid/.complete" ]; then
   rm -rf "$sid"
   mkdir -p "$cache"
   echo "== debootstrap sid with python3-torch into $sid (a few minutes)"
-  debootstrap --variant=minbase --include=python3,python3-torch,python3-numpy \
+  debootstrap --variant=minbase --include=python3,python3-torch,python3-numpy,git \
     sid "$sid" "$archive" > "$cache/debootstrap.log" 2>&1 ||
     { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
   touch "$sid/.complete"
@@ -63,4 +69,40 @@ bind "$root" "$root"
 
 chroot "$sid" python3 -c 'import sys, torch
 print(f"== torch {torch.__version__} on Python {sys.version.split()[0]} (Debian sid)")'
-chroot "$sid" sh -c "cd '$root/tests/python' && python3 -m unittest test_faultline_probe"
+if [ "$mode" = suite ]; then
+  chroot "$sid" sh -c "cd '$root/tests/python' && python3 -m unittest test_faultline_probe"
+  exit
+fi
+[ "$mode" = e2e ] || { echo "current_torch.sh: unknown mode '$mode'; suite or e2e" >&2; exit 2; }
+
+# Bookworm's shared libraries that sid lacks (by soname; never the C library or libstdc++, whose
+# sid versions serve older binaries): one set for faultline and the tests, and one that only
+# faultline-train sees, since LibTorch 1.13's (libonnx, libgloo, ...) would break sid's torch.
+build=$root/build
+cli=$build/src/cli/faultline
+train=$build/src/trainer/faultline-train
+tests=$build/tests/e2e/test_external_trainer
+for binary in "$cli" "$train" "$tests"; do
+  [ -x "$binary" ] || { echo "current_torch.sh: $binary is not built; run make build" >&2; exit 2; }
+done
+libs=$sid/opt/bookworm-libs
+rm -rf "$libs" && mkdir -p "$libs/all" "$libs/train"
+copy_missing() {  # copy_missing <folder> <binary>...: what sid lacks of their libraries
+  local folder=$1
+  shift
+  ldd "$@" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    name=$(basename "$lib")
+    case "$name" in libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | libresolv.so.* | \
+      librt.so.* | libstdc++.so.* | libgcc_s.so.*) continue ;; esac
+    [ -e "$libs/all/$name" ] && continue
+    [ "$folder" = "$libs/all" ] && [ -e "$sid/usr/lib/x86_64-linux-gnu/$name" ] && continue
+    cp -L "$lib" "$folder/"
+  done
+}
+copy_missing "$libs/all" "$cli" "$tests"
+copy_missing "$libs/train" "$train"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/bookworm-libs/train:/opt/bookworm-libs/all exec %s "$@"\n' \
+  "$train" > "$sid/opt/faultline-train"
+chmod +x "$sid/opt/faultline-train"
+chroot "$sid" sh -c "cd '$build/tests/e2e' && LD_LIBRARY_PATH=/opt/bookworm-libs/all \
+  FAULTLINE_TRAIN=/opt/faultline-train ./test_external_trainer --gtest_filter='ExternalTrainer.$filter'"
