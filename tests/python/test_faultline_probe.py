@@ -216,6 +216,17 @@ class ProtocolChecks:
 
 # ------------------------------------------------------------------------------------------------
 
+class TrialCase(unittest.TestCase, ProtocolChecks):
+    """Tests of real runs, each in a temporary folder of its own (self.tmp)."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+
 class HelperUnits(unittest.TestCase):
     """In-process: the definitions faultline relies on."""
 
@@ -466,14 +477,7 @@ class HelperUnits(unittest.TestCase):
 # ------------------------------------------------------------------------------------------------
 
 @unittest.skipIf(torch is None, "needs torch")
-class OneRank(unittest.TestCase, ProtocolChecks):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
-
+class OneRank(TrialCase):
     def test_checkpoints_resume_bitwise_and_stop_after(self):
         full = run(os.path.join(self.tmp, "full"), ["--steps", "10", "--grad-accum", "2"] + QUIET,
                    FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1)
@@ -846,14 +850,7 @@ class OneRank(unittest.TestCase, ProtocolChecks):
 # ------------------------------------------------------------------------------------------------
 
 @unittest.skipIf(torch is None, "needs torch")
-class Ranks(unittest.TestCase, ProtocolChecks):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
-
+class Ranks(TrialCase):
     def test_a_process_group_the_script_made_is_used_and_left_to_it(self):
         # Most scripts call dist.init_process_group themselves, before anything else: the helper
         # uses that group (no second init) and leaves its end to the script.
@@ -1024,18 +1021,11 @@ HAS_SET_STANCE = torch is not None and hasattr(getattr(torch, "compiler", None),
 
 @unittest.skipUnless(HAS_SET_STANCE, "torch.compile with torch.compiler.set_stance: torch >= 2.6 "
                      "(make python-compat runs these on Debian's newest torch)")
-class Compiled(unittest.TestCase, ProtocolChecks):
+class Compiled(TrialCase):
     """A model under torch.compile, as nanoGPT's is. The aot_eager backend traces it as inductor
     does (Dynamo, AOTAutograd) but needs no C++ compiler, and computes eager's bits."""
 
     COMPILE = ["--compile", "aot_eager"]
-
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
 
     def test_full_probes_name_the_module_inside_a_compiled_model(self):
         # Dynamo ignores hooks added after it compiled: the probes' hooks fired only on the
@@ -1104,20 +1094,19 @@ FULLY_SHARDED = SCRIPT_START.replace(
 
 @unittest.skipUnless(torch is not None and has_fully_shard(), "FSDP2's fully_shard: torch >= 2.6 "
                      "(make python-compat)")
-class Sharded(unittest.TestCase):
+class Sharded(TrialCase):
     def test_a_model_sharded_with_fsdp_is_refused_as_a_usage_error_naming_where(self):
         # Its gradients are shards: the helper's allreduce would average unlike pieces, and its
         # rank-0 checkpoint would hold rank 0's share. A clear exit 2 before the first step.
-        with tempfile.TemporaryDirectory() as tmp:
-            script = os.path.join(tmp, "fsdp.py")
-            with open(script, "w") as f:
-                f.write(FULLY_SHARDED + "print('trained')\n")
-            trial = run(os.path.join(tmp, "run"), [], ranks=2, script=script)
-            self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
-            for rank in (0, 1):
-                self.assertIn("the model's parameters are sharded across ranks (FSDP at '0')",
-                              trial.stderr(rank))
-                self.assertNotIn("trained", trial.stdout[rank])
+        script = os.path.join(self.tmp, "fsdp.py")
+        with open(script, "w") as f:
+            f.write(FULLY_SHARDED + "print('trained')\n")
+        trial = run(os.path.join(self.tmp, "run"), [], ranks=2, script=script)
+        self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
+        for rank in (0, 1):
+            self.assertIn("the model's parameters are sharded across ranks (FSDP at '0')",
+                          trial.stderr(rank))
+            self.assertNotIn("trained", trial.stdout[rank])
 
 
 # ------------------------------------------------------------------------------------------------
