@@ -259,13 +259,15 @@ TEST(ExternalTrainer, APoisonedSampleLoadedByDataLoaderWorkersIsNamedByItsIndex)
   expect_poisoned_sample_named("ext-loader", {"train.loader=torch", "train.workers=2"});
 }
 
-// A DataLoader that cannot keep up: one worker, 10 ms a sample, a 5 ms step. The step waits for
-// each micro-batch (s.micro_batches(loader=) times the wait as data), and the run is a data stall.
+// A DataLoader that cannot keep up: one worker, 40 ms a sample (320 ms a micro-batch), a step that
+// computes in 5 ms (torch 1.13) to about 80 ms (torch 2.14 on a loaded machine, where 10 ms a
+// sample let the worker keep up). The step waits for each micro-batch (s.micro_batches(loader=)
+// times the wait as data), and the run is a data stall.
 TEST(ExternalTrainer, ADataLoaderThatCannotKeepUpIsADataStall) {
   const std::string dir = make_temp_dir("ext-loader-stall");
   auto cli = faultline_cli(with_sets({"train", "-c", kHelper, "--json"},
                                      {"train.steps=20", "train.loader=torch", "train.workers=1",
-                                      "fault.sample_delay_ms=10"}),
+                                      "fault.sample_delay_ms=40"}),
                            dir, 300, {}, TimingDetectors::On);
   ASSERT_EQ(cli.result.exit_code, 1) << cli.result.output;
   EXPECT_EQ(kinds_of(cli.doc.at("failures")), std::vector<std::string>{"data_stall"})
