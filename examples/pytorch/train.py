@@ -534,6 +534,9 @@ def parse_args(argv=None):
         p.error("--nan-step and --nan-layer go together")
     if args.n_embd % args.n_head:
         p.error(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
+    if args.compile and not hasattr(torch, "compile"):
+        p.error(f"--compile {args.compile} needs torch.compile (torch >= 2); this is torch "
+                f"{torch.__version__}")
     return args
 
 

@@ -1014,6 +1014,15 @@ class Ranks(TrialCase):
             self.assertEqual(by_step(trial.records(r), "step")[3]["tokens"], 4 * 32)
 
 
+class CompileUnavailable(TrialCase):
+    @unittest.skipIf(torch is None or hasattr(torch, "compile"), "this torch has torch.compile")
+    def test_compile_on_a_torch_without_it_is_a_usage_error_naming_the_version(self):
+        trial = run(os.path.join(self.tmp, "run"), ["--compile", "aot_eager"] + QUIET)
+        self.assertEqual(trial.codes, [2])
+        self.assertIn("--compile aot_eager needs torch.compile (torch >= 2); this is torch "
+                      + torch.__version__, trial.stderr())
+
+
 # ------------------------------------------------------------------------------------------------
 
 HAS_SET_STANCE = torch is not None and hasattr(getattr(torch, "compiler", None), "set_stance")
