@@ -881,7 +881,7 @@ class Run:
                 os.environ["USE_LIBUV"] = "0"
                 init_group()
         self.model = self.optimizer = self.scheduler = self.scaler = None
-        self.module = None        # the model inside DistributedDataParallel, else the model
+        self.module = None        # the model inside DDP and torch.compile, else the model
         self.ddp = False          # a DistributedDataParallel model (self._ddp)
         self.compiled = False     # torch.compile wraps the model
         self.skipped_steps = 0    # steps the loss scaler skipped (gradients overflowed)
