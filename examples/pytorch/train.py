@@ -254,6 +254,15 @@ class MeanTeacher:
 # ----------------------------------------------------------------------------------------------
 # Optimizer and schedule.
 
+def fully_shard_of_torch():
+    """FSDP2's fully_shard, or None where torch has none (public since 2.6)."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except Exception:  # noqa: BLE001 - torch 1.13's FSDP does not even import on Python 3.11
+        return None
+    return fully_shard
+
+
 def make_optimizer(model, args):
     """AdamW; weight decay on matrices (embeddings included), none on biases and LayerNorms."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -473,6 +482,8 @@ def parse_args(argv=None):
     add("--loader", choices=("index", "torch"), default="index", help="torch: a DataLoader with "
         "--workers worker processes loads the micro-batches (run.data_loader)")
     add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
+    add("--fsdp", type=int, choices=(0, 1), default=0, help="1: FSDP2 with several ranks: "
+        "fully_shard shards each block's parameters, then the rest (torch >= 2.6)")
     add("--zero", type=int, default=0, help="1: ZeRO-1 (torch's ZeroRedundancyOptimizer: each "
         "rank holds the optimizer state of its share of the parameters) when there are ranks")
     add("--ema-teacher", type=float, default=0.0, help="mean teacher: an EMA of the weights with "
@@ -534,6 +545,11 @@ def parse_args(argv=None):
         p.error("--nan-step and --nan-layer go together")
     if args.n_embd % args.n_head:
         p.error(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
+    if args.fsdp and (args.ddp or args.zero or args.compile or args.ema_teacher):
+        p.error("--fsdp goes with none of --ddp, --zero, --compile and --ema-teacher here")
+    if args.fsdp and not fully_shard_of_torch():
+        p.error(f"--fsdp needs torch.distributed.fsdp.fully_shard (torch >= 2.6); this is torch "
+                f"{torch.__version__}")
     if args.compile and not hasattr(torch, "compile"):
         p.error(f"--compile {args.compile} needs torch.compile (torch >= 2); this is torch "
                 f"{torch.__version__}")
@@ -548,6 +564,11 @@ def main(argv=None):
     model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
                 recompute=bool(args.activation_checkpointing))
     model.to(run.device)
+    if args.fsdp and run.world_size > 1:  # before the optimizer: it swaps in sharded parameters
+        fully_shard = fully_shard_of_torch()
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)  # the embeddings, the tied head and the last LayerNorm
     optimizer = make_optimizer(model, args)
     # LambdaLR's factor i is the factor of step i + 1.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,

@@ -747,18 +747,53 @@ def _unwrapped(model):
             return module, ddp, compiled
 
 
-def _sharded_part(module):
-    """The first part of a model whose parameters are split across ranks (FSDP, FSDP2's
-    fully_shard, tensor parallel DTensors), as "what at 'name'"; None for a model each rank holds
-    whole. By class name: importing torch.distributed.fsdp fails on some torch/Python pairs."""
+def _classes(value):
+    return {c.__name__ for c in type(value).__mro__}
+
+
+def _sharding(module, world_size):
+    """How a model's parameters lie across the ranks: "fsdp" for FSDP2 (fully_shard: every
+    parameter a DTensor sharded over one mesh of all the ranks), "whole" for a model each rank
+    holds whole (DDP, ZeRO-1, one rank); else a UsageError naming the part the helper cannot
+    handle (FSDP1's flat parameters, tensor parallelism, HSDP's 2-D mesh, a part left unsharded).
+    By class name: importing torch.distributed.fsdp fails on some torch/Python pairs."""
+    fsdp2 = False
     for name, part in module.named_modules():
-        kinds = {c.__name__ for c in type(part).__mro__}
-        if kinds & {"FullyShardedDataParallel", "FSDPModule"}:
-            return f"FSDP at '{name or 'the model'}'"
+        if "FullyShardedDataParallel" in _classes(part):
+            raise UsageError(f"FSDP's FullyShardedDataParallel at '{name or 'the model'}': the "
+                             "helper supports FSDP2 (torch.distributed.fsdp.fully_shard)")
+        fsdp2 = fsdp2 or "FSDPModule" in _classes(part)
     for name, parameter in module.named_parameters():
-        if type(parameter).__name__ == "DTensor" or type(parameter.data).__name__ == "DTensor":
-            return f"a DTensor parameter '{name}'"
-    return None
+        dtensor = "DTensor" in _classes(parameter) | _classes(parameter.data)
+        if not dtensor:
+            if fsdp2:
+                raise UsageError(f"parameter '{name}' is not sharded while others are "
+                                 "(fully_shard): call fully_shard on the root module too")
+            continue
+        if not fsdp2:
+            raise UsageError(f"a DTensor parameter '{name}' outside fully_shard (tensor "
+                             "parallelism)")
+        mesh, placements = parameter.device_mesh, tuple(parameter.placements)
+        if mesh.ndim != 1 or mesh.size() != world_size or \
+                any("Shard" not in _classes(p) for p in placements):
+            raise UsageError(
+                f"parameter '{name}' is laid out as {placements} on a mesh of shape "
+                f"{tuple(mesh.shape)}: the helper supports FSDP2 sharding over all "
+                f"{world_size} ranks on one mesh dimension, not HSDP or tensor parallelism")
+    return "fsdp" if fsdp2 else "whole"
+
+
+def _local(tensor):
+    """This rank's piece of a DTensor (its FSDP2 shard; the value of a replicated one), or the
+    tensor itself."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if to_local is not None else tensor
+
+
+def _whole(tensor):
+    """The whole of a DTensor, gathered from every rank (a collective), or the tensor itself."""
+    full_tensor = getattr(tensor, "full_tensor", None)
+    return full_tensor() if full_tensor is not None else tensor
 
 
 def _plain_name(name):
@@ -883,6 +918,7 @@ class Run:
         self.model = self.optimizer = self.scheduler = self.scaler = None
         self.module = None        # the model inside DDP and torch.compile, else the model
         self.ddp = False          # a DistributedDataParallel model (self._ddp)
+        self.fsdp = False         # parameters sharded by FSDP2's fully_shard (DTensors)
         self.compiled = False     # torch.compile wraps the model
         self.skipped_steps = 0    # steps the loss scaler skipped (gradients overflowed)
         self.first_step = None
@@ -978,12 +1014,15 @@ class Run:
         # inside DDP and torch.compile, so a one-rank replay (no DDP) or a run without compile
         # loads them and names the same modules.
         self.module, self._ddp, self.compiled = _unwrapped(model)
-        sharded = _sharded_part(self.module)
-        if sharded is not None:
-            _usage_exit(f"the model's parameters are sharded across ranks ({sharded}); the "
-                        "helper averages, checks, fingerprints and checkpoints whole parameters: "
-                        "it supports DistributedDataParallel and ZeRO-1 (torch's "
-                        "ZeroRedundancyOptimizer), not FSDP or tensor parallelism yet")
+        try:  # FSDP2 reduce-scatters the gradients: no allreduce of the helper's either
+            self.fsdp = _sharding(self.module, self.world_size) == "fsdp"
+            if self.fsdp and scaler is not None and \
+                    getattr(scaler, "is_enabled", lambda: True)():
+                raise UsageError("fp16's loss scaler under FSDP2: its overflow check sees this "
+                                 "rank's shards only, so the ranks could disagree on a skip; "
+                                 "bf16 needs no scaler")
+        except UsageError as error:
+            _usage_exit(f"the model's parameters are sharded across ranks: {error}")
         self.ddp = self._ddp is not None
         # DDP also broadcasts the module's buffers before the first forward pass of a step.
         self._ddp_broadcasts = self.ddp and bool(getattr(self._ddp, "broadcast_buffers", False)) \
@@ -1010,7 +1049,7 @@ class Run:
             "torch_version": torch.__version__, "python_version": platform.python_version(),
             "device": str(self.device), "cpu": _cpu_model(), "mem_total_bytes": _physical_memory(),
             "probe": self.settings.probe, "trainer": "python", "helper": "faultline_probe",
-            "ddp": self.ddp, "compiled": self.compiled,
+            "ddp": self.ddp, "fsdp": self.fsdp, "compiled": self.compiled,
             "loss_scaler": type(self.scaler).__name__ if self.scaler is not None else "",
             "state": sorted(self.state),
             "command": sys.argv, "pid": os.getpid(),
@@ -1158,15 +1197,20 @@ class Run:
             if hasattr(self.optimizer, "consolidate_state_dict"):
                 self._collective("consolidate_state_dict", step)
                 self.optimizer.consolidate_state_dict(to=0)
+        whole = self._whole_state(step) if self.fsdp else None
         path = self.checkpoint_path(step)
         if self.rank != 0:
             return path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        state = {"format": "faultline_probe checkpoint", "version": 1, "step": step,
+        # Format 2 keys the optimizer's state by parameter name (torch.distributed.checkpoint's
+        # full state dict); 1, by index (optimizer.state_dict()).
+        state = {"format": "faultline_probe checkpoint", "version": 2 if whole is not None else 1,
+                 "step": step,
                  "config": self.config, "config_hash": config_hash(self.config),
                  "world_size": self.world_size, "seed": self.seed,
                  "torch_version": str(torch.__version__),  # not a TorchVersion: see _rng_state
-                 "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "model": whole[0] if whole is not None else self.module.state_dict(),
+                 "optimizer": whole[1] if whole is not None else self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                  "state": {name: value.state_dict() for name, value in self.state.items()},
@@ -1185,8 +1229,19 @@ class Run:
             state = torch.load(path, map_location="cpu", weights_only=False)
             if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
                 raise ValueError("not a faultline_probe checkpoint")
-            self.module.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            version = state.get("version")
+            if version == 2:
+                self._load_whole_state(state["model"], state["optimizer"])
+            elif version != 1:
+                raise ValueError(f"its format version is {version}; this helper reads 1 and 2 "
+                                 "(a newer helper wrote it?)")
+            elif self.fsdp:
+                raise ValueError("it holds the optimizer's state by parameter index (format "
+                                 "1, a run without FSDP), which a model sharded by fully_shard "
+                                 "cannot load; resume it without fully_shard")
+            else:
+                self.module.load_state_dict(state["model"])
+                self.optimizer.load_state_dict(state["optimizer"])
             if self.scheduler is not None and state.get("scheduler") is not None:
                 self.scheduler.load_state_dict(state["scheduler"])
             # The scale decides which steps overflow: a replay needs the one the run had.
@@ -1200,6 +1255,28 @@ class Run:
         # Each rank continues its own RNG stream; a 1-rank replay of an N-rank run takes rank 0's.
         _set_rng_state(states[self.rank] if len(states) == self.world_size else states[0])
         return state
+
+    def _whole_state(self, step):
+        """FSDP2: the model's and the optimizer's state of whole parameters, keyed by name and
+        gathered onto rank 0's CPU from every rank's shards (torch.distributed.checkpoint's full
+        state dict, a collective; the other ranks get empty dicts). Any number of ranks, with or
+        without FSDP, loads it."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+        self._collective("all_gather", step)
+        return get_state_dict(self.module, self.optimizer,
+                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+    def _load_whole_state(self, model_state, optimizer_state):
+        """A format-2 checkpoint into this run's model and optimizer, sharded or not."""
+        try:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+        except ImportError:
+            raise ValueError("it holds the state of whole parameters keyed by name (format 2, "
+                             f"an FSDP2 run's), which torch {torch.__version__} cannot load "
+                             "(torch.distributed.checkpoint.state_dict: torch >= 2.2)") from None
+        set_state_dict(self.module, self.optimizer, model_state_dict=model_state,
+                       optim_state_dict=optimizer_state,
+                       options=StateDictOptions(full_state_dict=True))
 
     def _load_state(self, saved):
         """run.start(state=...) from a checkpoint's "state": the same names, or the replay would
@@ -1220,6 +1297,36 @@ class Run:
         if self.world_size > 1:
             self.metrics.event("collective", op=op, step=step, seq=self.collectives)
 
+    def _norm(self, tensors):
+        """The L2 norm of the tensors together, as a float (one host sync); under FSDP2 of the
+        whole tensors: the ranks' sums of squares of their shards, summed in one allreduce (the
+        caller writes its heartbeat, on every rank)."""
+        if not self.fsdp:
+            return _global_norm(tensors)
+        import torch.distributed as dist
+        with torch.no_grad():
+            shards = [_local(t) for t in tensors]
+            squares = torch.zeros((), dtype=torch.float64, device=self.device)
+            if shards:
+                squares += torch.stack(torch._foreach_norm(shards)).double().square().sum()
+            dist.all_reduce(squares)
+            return math.sqrt(float(squares))
+
+    def _nonfinite_counts(self, tensors, step):
+        """The non-finite elements of each tensor (None: 0) as ints, in one host sync; under
+        FSDP2 of the whole tensors, in one allreduce of the ranks' counts of their shards (every
+        rank calls it at the same point of the same step)."""
+        with torch.no_grad():
+            counts = [(~torch.isfinite(_local(t))).sum() if t is not None
+                      else torch.zeros((), dtype=torch.int64, device=self.device)
+                      for t in tensors]
+            counts = torch.stack(counts) if counts else torch.zeros(0, dtype=torch.int64)
+            if self.fsdp:
+                import torch.distributed as dist
+                self._collective("allreduce", step)
+                dist.all_reduce(counts)
+            return [int(n) for n in counts.tolist()]
+
     def _attach_probes(self):
         """Full probes: a forward hook on every named module and a hook on every parameter's
         gradient. Attached at the first full step, so hooks the script registered (a planted
@@ -1230,6 +1337,8 @@ class Run:
         for name, module in self.module.named_modules():
             if _plain_name(name):  # a compiled submodule and its _orig_mod: the same name
                 module.register_forward_hook(self._forward_hook(_plain_name(name)))
+        if self.fsdp:  # its sharded parameters get their gradients outside autograd
+            return  # (the step's halt finds the gradient's site from them: _fsdp_grad_site)
         for name, parameter in self._named:
             parameter.register_hook(self._grad_hook(name))
 
@@ -1398,6 +1507,8 @@ class Step:
             self._phase = "forward"
             if k == 0 and run._ddp_broadcasts:  # the heartbeat of the buffers' broadcast
                 run._collective("broadcast", self.number)
+            if run.fsdp:  # the heartbeat of the forward pass's all-gathers of the parameters
+                run._collective("all_gather", self.number)
             if not run.ddp:
                 yield micro
             elif k == len(micros) - 1 and not self._local_grads():
@@ -1433,6 +1544,8 @@ class Step:
         if self._ddp_sync:  # the heartbeat of DDP's allreduce, before the pass that runs it
             self._ddp_sync = False
             self._run._collective("allreduce", self.number)
+        if self._run.fsdp:  # FSDP2's all-gathers and reduce-scatters in the backward pass
+            self._run._collective("reduce_scatter", self.number)
         scaled = loss / self._micro_count
         scaler = self._run.scaler
         (scaler.scale(scaled) if scaler is not None else scaled).backward()
@@ -1455,7 +1568,12 @@ class Step:
         loss = self._loss_sum if self._loss_sum is not None else torch.zeros((), device=run.device)
         replica = self._local_grads()
         due = self._fingerprint_due() or replica
-        if run.ddp and not replica:
+        if replica and run.fsdp:
+            run.end("error", error="replica mode under FSDP2")
+            _usage_exit(f"step {self.number}: a replica check (FAULTLINE_REPLAY_RANKS=all) "
+                        "compares each rank's own whole gradient, and under FSDP2 no rank has "
+                        "one (the backward pass reduce-scatters them)")
+        if (run.ddp or run.fsdp) and not replica:
             self._all_reduce_loss(loss, grads, due)
             return
         if run.world_size == 1:
@@ -1479,9 +1597,9 @@ class Step:
             self._write_fingerprint("grads", flat[:-1])
 
     def _all_reduce_loss(self, loss, grads, due):
-        """Under DDP the gradients came averaged out of the backward pass; the step's loss is
-        averaged here, in a collective of its own (in the gradients' dtype, as the helper's own
-        allreduce averages it with them)."""
+        """Under DDP and FSDP2 the gradients came averaged out of the backward pass; the step's
+        loss is averaged here, in a collective of its own (in the gradients' dtype, as the
+        helper's own allreduce averages it with them)."""
         if due:
             self._write_fingerprint("grads", grads)
         total = loss.detach().reshape(1).to(_reduce_dtype(grads))
@@ -1524,8 +1642,12 @@ class Step:
             if not _late:  # late, scaler.step() has unscaled them already
                 scaler.unscale_(run.optimizer)
         params = [p for _, p in run._named if p.grad is not None]
-        if max_norm:
-            norm = torch.nn.utils.clip_grad_norm_(params, float(max_norm))
+        if run.fsdp:  # of the whole gradients: an allreduce of the shards' squares
+            run._collective("allreduce", self.number)
+        if max_norm:  # DTensor gradients (FSDP2) give a replicated DTensor norm
+            norm = _local(torch.nn.utils.clip_grad_norm_(params, float(max_norm)))
+        elif run.fsdp:
+            norm = torch.tensor(run._norm([p.grad for p in params]), dtype=torch.float64)
         elif params:
             norm = torch.linalg.vector_norm(
                 torch.stack([torch.linalg.vector_norm(p.grad.detach()) for p in params]))
@@ -1560,6 +1682,9 @@ class Step:
 
     def _write_fingerprint(self, what, tensors):
         if self._run.metrics.enabled:
+            if self._run.fsdp:  # of the whole tensors, as a run without FSDP has them
+                self._run._collective("all_gather", self.number)
+                tensors = [_whole(t) for t in tensors]
             print_ = fingerprint(tensors)
             self._run.metrics.write("fingerprint", dict(step=self.number, what=what, **print_))
 
@@ -1596,12 +1721,15 @@ class Step:
         run, s = self._run, self._run.settings
         extra = {"nonfinite": 0}
         if s.probe != "off":
-            param_norm = _global_norm([p.detach() for _, p in run._named])
+            if run.fsdp:
+                run._collective("allreduce", self.number)
+            param_norm = run._norm([p.detach() for _, p in run._named])
             extra["param_norm"] = param_norm
             if not math.isfinite(param_norm):
-                extra["nonfinite"] = self._count_nonfinite()
+                counts = run._nonfinite_counts([p.detach() for _, p in run._named], self.number)
+                extra["nonfinite"] = self._count_nonfinite(counts)
                 self._record(**extra)
-                name = self._first_bad([p for _, p in run._named])
+                name = self._first_bad(counts)
                 run.metrics.anomaly(self.number, "nonfinite", "optimizer", name,
                                     "parameters became non-finite in the update", samples=None,
                                     shards=None, probe="cheap")
@@ -1613,20 +1741,19 @@ class Step:
         if s.checkpoint_every > 0 and self.number % s.checkpoint_every == 0:
             run.save_checkpoint(self.number)
 
-    def _first_bad(self, tensors):
-        names = [n for n, _ in self._run._named]
-        for name, tensor in zip(names, tensors):
-            if tensor is not None and not bool(torch.isfinite(tensor).all()):
-                return name
-        return ""
+    def _first_bad(self, counts):
+        """The first parameter with non-finite values, from _nonfinite_counts; "" if none."""
+        return next((name for (name, _), n in zip(self._run._named, counts) if n), "")
 
-    def _count_nonfinite(self):
-        count = 0 if math.isfinite(self.loss) else 1
-        for _, p in self._run._named:
-            count += int((~torch.isfinite(p.detach())).sum())
-            if p.grad is not None:
-                count += int((~torch.isfinite(p.grad)).sum())
-        return count
+    def _count_nonfinite(self, counts=None, grad_counts=None):
+        """The step's non-finite values: the loss's, the parameters' and their gradients' (from
+        _nonfinite_counts, taken here unless given)."""
+        run = self._run
+        if counts is None:
+            counts = run._nonfinite_counts([p.detach() for _, p in run._named], self.number)
+        if grad_counts is None:
+            grad_counts = run._nonfinite_counts([p.grad for _, p in run._named], self.number)
+        return (0 if math.isfinite(self.loss) else 1) + sum(counts) + sum(grad_counts)
 
     def _halt_nonfinite(self, before_update):
         run, s = self._run, self._run.settings
@@ -1635,7 +1762,10 @@ class Step:
         # harness that stops the run on that record finds the checkpoint complete.
         if before_update and s.checkpoint_on_halt and self.number - 1 >= 1:
             run.save_checkpoint(self.number - 1, rng=self._rng)
-        self._record(nonfinite=self._count_nonfinite())
+        grad_counts = run._nonfinite_counts([p.grad for _, p in run._named], self.number)
+        self._record(nonfinite=self._count_nonfinite(grad_counts=grad_counts))
+        if run.fsdp and s.full_probes_at(self.number) and self._grad_site is None:
+            self._grad_site = self._fsdp_grad_site(grad_counts)
         record = {"samples": None, "shards": None}
         if self._forward_site is not None:
             name, bad, rows = self._forward_site
@@ -1652,13 +1782,20 @@ class Step:
                           detail=f"loss is {_plain(self.loss)}; replay the step with "
                                  "FAULTLINE_PROBE=full to name the module")
         else:
-            grads = [p.grad for _, p in run._named]
-            record.update(phase="backward", where=self._first_bad(grads), probe="cheap",
+            record.update(phase="backward", where=self._first_bad(grad_counts), probe="cheap",
                           detail="non-finite gradient norm with a finite loss")
         phase, where, detail = record.pop("phase"), record.pop("where"), record.pop("detail")
         run.metrics.anomaly(self.number, "nonfinite", phase, where, detail, **record)
         self._stop("nonfinite", EXIT_NONFINITE,
                    f"non-finite {phase} at step {self.number} ({where or 'unknown'}): {detail}")
+
+    def _fsdp_grad_site(self, counts):
+        """The full probes' gradient site under FSDP2, whose sharded parameters get their
+        gradients from its reduce-scatter, never from autograd, so no gradient hook fires: of
+        the parameters with non-finite reduced gradients, the one the backward pass reaches
+        first, taken to be the last in the model's order (a model built in the order it runs)."""
+        bad = [(name, n) for (name, _), n in zip(self._run._named, counts) if n]
+        return bad[-1] if bad else None
 
     def _halt_oom(self, error):
         run = self._run

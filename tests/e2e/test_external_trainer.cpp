@@ -675,17 +675,17 @@ TEST(ExternalTrainer, AnUpdateAppliedDifferentlyWithTheSameGradientsIsFoundInThe
   EXPECT_THAT(page, HasSubstr("rank 1 vs rank 0"));
 }
 
-// A torchrun-style job of train.py with the model in DistributedDataParallel (2 ranks, Gloo; plus
-// `more_args`, and the recipe keys `more_sets`), NaN in blocks.0.attn at step 150: imported with
-// its recipe, it is replayed on one rank (no DDP there) from the checkpoint of step 100, the
-// module is named, and repro repeats it bit for bit.
-void expect_ddp_job_isolated_on_one_rank(const std::string& dir,
-                                         const std::vector<std::string>& more_args,
-                                         const std::vector<std::string>& more_sets) {
+// A torchrun-style job of train.py on 2 ranks (Gloo) with data parallelism as `more_args` says
+// (the recipe keys `more_sets`; default DistributedDataParallel), NaN in blocks.0.attn at step
+// 150: imported with its recipe, it is replayed on one rank (no DDP or FSDP there) from the
+// checkpoint of step 100, the module is named, and repro repeats it bit for bit.
+void expect_job_isolated_on_one_rank(const std::string& dir,
+                                     const std::vector<std::string>& more_args = {"--ddp", "1"},
+                                     const std::vector<std::string>& more_sets = {"train.ddp=1"}) {
   const std::string job = dir + "/job";
   const std::string port = std::to_string(free_port());
-  std::vector<std::string> args = {"--steps",    "200", "--ddp",       "1",
-                                   "--nan-step", "150", "--nan-layer", "blocks.0.attn"};
+  std::vector<std::string> args = {"--steps", "200",         "--nan-step",
+                                   "150",     "--nan-layer", "blocks.0.attn"};
   args.insert(args.end(), more_args.begin(), more_args.end());
   const auto ran =
       run_processes({job_rank(job, 0, 2, port, args), job_rank(job, 1, 2, port, args)});
@@ -693,7 +693,7 @@ void expect_ddp_job_isolated_on_one_rank(const std::string& dir,
   // that (its end event says nonfinite, and the import below reads it so).
   for (const auto& rank : ran)
     ASSERT_TRUE(rank.exit_code == 3 || rank.signal == SIGABRT) << rank.output;
-  std::vector<std::string> sets = {"train.steps=200", "train.ddp=1", "fault.nan_step=150",
+  std::vector<std::string> sets = {"train.steps=200", "fault.nan_step=150",
                                    "fault.nan_layer=blocks.0.attn"};
   sets.insert(sets.end(), more_sets.begin(), more_sets.end());
   auto imported = import_helper_job(dir, job, sets);
@@ -706,13 +706,14 @@ void expect_ddp_job_isolated_on_one_rank(const std::string& dir,
 }
 
 TEST(ExternalTrainer, ADdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
-  expect_ddp_job_isolated_on_one_rank(make_temp_dir("ext-ddp"), {}, {});
+  expect_job_isolated_on_one_rank(make_temp_dir("ext-ddp"));
 }
 
 // ZeRO-1 (torch's ZeroRedundancyOptimizer): each rank holds a share of the AdamW state; the
 // helper gathers it on rank 0 for every checkpoint, and the 1-rank replay loads the whole.
 TEST(ExternalTrainer, AZeroOneJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
-  expect_ddp_job_isolated_on_one_rank(make_temp_dir("ext-zero"), {"--zero", "1"}, {"train.zero=1"});
+  expect_job_isolated_on_one_rank(make_temp_dir("ext-zero"), {"--ddp", "1", "--zero", "1"},
+                                  {"train.ddp=1", "train.zero=1"});
 }
 
 // torch.compile (nanoGPT's order: compiled, then DDP): the checkpoints hold the module inside
@@ -720,11 +721,23 @@ TEST(ExternalTrainer, AZeroOneJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
 // probes name the module. Needs torch >= 2.6 (torch.compiler.set_stance): Debian bookworm's 1.13
 // skips it; it ran on Debian sid's torch 2.14 in a chroot (probes/python/README.md).
 TEST(ExternalTrainer, ACompiledDdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
-  const auto probe = run_process(
-      {{"/usr/bin/python3", "-c", "import torch; torch.compiler.set_stance"}, {}, 60});
+  const auto probe =
+      run_process({{"/usr/bin/python3", "-c", "import torch; torch.compiler.set_stance"}, {}, 60});
   if (probe.exit_code != 0) GTEST_SKIP() << "this torch has no torch.compiler.set_stance";
-  expect_ddp_job_isolated_on_one_rank(make_temp_dir("ext-compiled"), {"--compile", "aot_eager"},
-                                      {"train.compile=aot_eager"});
+  expect_job_isolated_on_one_rank(make_temp_dir("ext-compiled"),
+                                  {"--ddp", "1", "--compile", "aot_eager"},
+                                  {"train.ddp=1", "train.compile=aot_eager"});
+}
+
+// FSDP2 (fully_shard on each block, then the model): the helper gathers the whole parameters
+// and optimizer state on rank 0 for every checkpoint (format 2, keyed by name), and the 1-rank
+// replay, no FSDP there, loads them. Needs torch >= 2.6: skips on Debian bookworm's 1.13; it ran
+// on Debian sid's torch 2.14 in a chroot (probes/python/README.md).
+TEST(ExternalTrainer, AnFsdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
+  const auto probe = run_process(
+      {{"/usr/bin/python3", "-c", "from torch.distributed.fsdp import fully_shard"}, {}, 60});
+  if (probe.exit_code != 0) GTEST_SKIP() << "this torch has no FSDP2 (fully_shard)";
+  expect_job_isolated_on_one_rank(make_temp_dir("ext-fsdp"), {"--fsdp", "1"}, {"train.fsdp=1"});
 }
 
 // fp16 with a dynamic loss scaler: three overflowing steps are the scaler's to skip (a run that

@@ -557,6 +557,21 @@ class OneRank(TrialCase):
         self.assertEqual(by_step(resumed.records(), "step")[4]["loss"],
                          by_step(full.records(), "step")[4]["loss"])
 
+    def test_a_checkpoint_of_a_format_this_helper_does_not_know_is_refused_naming_it(self):
+        full = run(os.path.join(self.tmp, "full"), ["--steps", "2"] + QUIET,
+                   FAULTLINE_CHECKPOINT_EVERY=2)
+        self.assertEqual(full.codes, [0], full.stderr())
+        checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
+        saved = torch.load(checkpoint, weights_only=False)
+        self.assertEqual(saved["version"], 1)  # without FSDP: the optimizer's own state_dict
+        saved["version"] = 3
+        torch.save(saved, checkpoint)
+        resumed = run(os.path.join(self.tmp, "resumed"), ["--steps", "4"] + QUIET,
+                      FAULTLINE_RESUME=checkpoint)
+        self.assertEqual(resumed.codes, [fp.EXIT_USAGE])
+        self.assertIn(f"cannot resume from {checkpoint} (FAULTLINE_RESUME): its format version "
+                      "is 3; this helper reads 1 and 2", resumed.stderr())
+
     def test_a_loss_scaler_skips_overflowing_steps_and_a_resume_keeps_its_scale(self):
         args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5",
                 "--overflow-steps", "3"] + QUIET
@@ -1094,28 +1109,131 @@ def has_fully_shard():
         return False
 
 
-FULLY_SHARDED = SCRIPT_START.replace(
-    "model = torch.nn.Linear(4, 1)\n",
-    "from torch.distributed.fsdp import fully_shard\n"
-    "model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))\n"
-    "fully_shard(model[0])\n")
+def sharded_script(lines):
+    """SCRIPT_START with a 2-layer model, `lines` run on it before run.start()."""
+    return SCRIPT_START.replace(
+        "model = torch.nn.Linear(4, 1)\n",
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))\n" + lines)
+
+
+@unittest.skipUnless(torch is not None and not has_fully_shard(), "torch without fully_shard")
+class FsdpUnavailable(TrialCase):
+    def test_train_py_says_fsdp_needs_a_newer_torch(self):
+        trial = run(os.path.join(self.tmp, "run"), ["--fsdp", "1"] + QUIET)
+        self.assertEqual(trial.codes, [2])
+        self.assertIn("--fsdp needs torch.distributed.fsdp.fully_shard (torch >= 2.6); this is "
+                      "torch " + torch.__version__, trial.stderr())
 
 
 @unittest.skipUnless(torch is not None and has_fully_shard(), "FSDP2's fully_shard: torch >= 2.6 "
                      "(make python-compat)")
 class Sharded(TrialCase):
-    def test_a_model_sharded_with_fsdp_is_refused_as_a_usage_error_naming_where(self):
-        # Its gradients are shards: the helper's allreduce would average unlike pieces, and its
-        # rank-0 checkpoint would hold rank 0's share. A clear exit 2 before the first step.
-        script = os.path.join(self.tmp, "fsdp.py")
-        with open(script, "w") as f:
-            f.write(FULLY_SHARDED + "print('trained')\n")
-        trial = run(os.path.join(self.tmp, "run"), [], ranks=2, script=script)
-        self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
+    """FSDP2 (fully_shard) on 2 ranks over Gloo: train.py --fsdp 1 shards each block, then the
+    rest. The helper reads whole parameters from the shards: norms and counts in an allreduce,
+    fingerprints and checkpoints gathered."""
+
+    FSDP = ["--fsdp", "1"] + QUIET
+
+    def test_an_fsdp_run_resumes_bitwise_on_its_ranks_and_replays_on_one(self):
+        full = Trial(os.path.join(self.tmp, "full"), ["--steps", "8"] + self.FSDP, ranks=2,
+                     FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1).wait(180)
+        self.assertEqual(full.codes_ended_well(), [0, 0], full.stderr(0) + full.stderr(1))
+        whole = run(os.path.join(self.tmp, "whole"), ["--steps", "1"] + QUIET)
+        parameters = whole.records(type_="event", name="start")[0]["parameters"]
         for rank in (0, 1):
-            self.assertIn("the model's parameters are sharded across ranks (FSDP at '0')",
-                          trial.stderr(rank))
-            self.assertNotIn("trained", trial.stdout[rank])
+            self.assert_protocol(full.records(rank), rank)
+            start = full.records(rank, type_="event", name="start")[0]
+            self.assertEqual((start["fsdp"], start["parameters"]), (True, parameters))
+        for what in ("params", "grads"):  # the whole tensors, the same on every rank
+            prints = [{k: r["hash"] for k, r in by_step(full.records(rank), "fingerprint",
+                                                         what).items()} for rank in (0, 1)]
+            self.assertEqual(sorted(prints[0]), list(range(1, 9)), what)
+            self.assertEqual(prints[0], prints[1], what)
+        checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
+        saved = torch.load(checkpoint, weights_only=False)
+        self.assertEqual(saved["version"], 2)
+        self.assertEqual(tuple(saved["model"]["blocks.0.mlp.fc.weight"].shape), (256, 64))
+        self.assertIn("blocks.0.mlp.fc.weight", saved["optimizer"]["state"])
+
+        resumed = Trial(os.path.join(self.tmp, "resumed"), ["--steps", "8"] + self.FSDP, ranks=2,
+                        FAULTLINE_RESUME=checkpoint, FAULTLINE_FINGERPRINT_EVERY=1).wait(180)
+        self.assertEqual(resumed.codes_ended_well(), [0, 0], resumed.stderr(0))
+        mine = by_step(full.records(), "fingerprint", "params")
+        theirs = by_step(resumed.records(), "fingerprint", "params")
+        self.assertEqual(sorted(theirs), [5, 6, 7, 8])
+        for k in theirs:
+            self.assertEqual(theirs[k]["hash"], mine[k]["hash"], k)
+        # One rank, no FSDP, accumulating the two ranks' shares: the same model, summed in
+        # another order (as a DDP run's 1-rank replay is).
+        one = run(os.path.join(self.tmp, "one"), ["--steps", "8"] + self.FSDP,
+                  FAULTLINE_RESUME=checkpoint, FAULTLINE_ACCUMULATE=2,
+                  FAULTLINE_FINGERPRINT_EVERY=1)
+        self.assertEqual(one.codes, [0], one.stderr())
+        self.assertFalse(one.records(type_="event", name="start")[0]["fsdp"])
+        steps, ones = by_step(full.records(), "step"), by_step(one.records(), "step")
+        self.assertEqual(sorted(ones), [5, 6, 7, 8])
+        for k in ones:
+            self.assertAlmostEqual(ones[k]["loss"], steps[k]["loss"], delta=1e-5)
+        self.assertLess(sketch_distance(by_step(one.records(), "fingerprint", "params")[5],
+                                        mine[5]), 1e-5)
+
+    def test_a_nan_halts_every_rank_naming_the_module_with_the_last_good_checkpoint(self):
+        args = ["--steps", "8", "--nan-step", "6", "--nan-layer", "blocks.1.mlp"] + self.FSDP
+        for probe in ("cheap", "full"):
+            trial = Trial(os.path.join(self.tmp, probe), args, ranks=2, FAULTLINE_PROBE=probe,
+                          FAULTLINE_PROBE_FROM=5, FAULTLINE_CHECKPOINT_ON_HALT=1).wait(180)
+            self.assertEqual(trial.codes_ended_well(), [fp.EXIT_NONFINITE] * 2, trial.stderr(0))
+            for rank in (0, 1):
+                anomaly, = trial.records(rank, type_="anomaly")
+                where = "blocks.1.mlp" if probe == "full" else "loss"
+                self.assertEqual((anomaly["step"], anomaly["where"]), (6, where), probe)
+                if probe == "full":  # from the reduced gradients (no hook fires under FSDP2):
+                    # the last parameter in the model's order, the backward pass's first
+                    self.assertEqual(anomaly["first_grad"], "ln_f.bias")
+            saved = torch.load(trial.records(type_="event", name="checkpoint")[0]["path"],
+                               weights_only=False)
+            self.assertEqual((saved["step"], saved["version"]), (5, 2))
+
+    def test_a_replica_check_is_refused_since_no_rank_has_a_whole_gradient(self):
+        samples = fp.global_batch(1234, 3, N_SAMPLES, 8)[:2]  # train.py's seed and batch
+        trial = Trial(os.path.join(self.tmp, "run"), ["--steps", "4"] + self.FSDP, ranks=2,
+                      FAULTLINE_REPLAY_STEP=3, FAULTLINE_REPLAY_SAMPLES=",".join(map(str, samples)),
+                      FAULTLINE_REPLAY_RANKS="all").wait(180)
+        self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
+        self.assertIn("step 3: a replica check (FAULTLINE_REPLAY_RANKS=all) compares each "
+                      "rank's own whole gradient, and under FSDP2 no rank has one",
+                      trial.stderr(0))
+        self.assertEqual(trial.records(type_="event", name="end")[0]["status"], "error")
+
+    def test_layouts_the_helper_cannot_handle_are_usage_errors_naming_the_part(self):
+        # Before the first step, exit 2: averaged as if whole, a shard's gradient would be
+        # wrong, and rank 0's checkpoint would hold its share only.
+        tensor_parallel = (
+            "from torch.distributed.device_mesh import init_device_mesh\n"
+            "from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module\n"
+            "parallelize_module(model, init_device_mesh('cpu', (2,)), {'0': ColwiseParallel()})\n")
+        cases = {
+            "root": (sharded_script("from torch.distributed.fsdp import fully_shard\n"
+                                    "fully_shard(model[0])\n"),
+                     "parameter '1.weight' is not sharded while others are (fully_shard): "
+                     "call fully_shard on the root module too"),
+            "tp": (sharded_script(tensor_parallel),
+                   "a DTensor parameter '0.weight' outside fully_shard (tensor parallelism)"),
+        }
+        for name, (code, message) in cases.items():
+            script = os.path.join(self.tmp, name + ".py")
+            with open(script, "w") as f:
+                f.write(code + "print('trained')\n")
+            trial = run(os.path.join(self.tmp, name), [], ranks=2, script=script)
+            self.assertEqual(trial.codes, [fp.EXIT_USAGE] * 2, trial.stderr(0))
+            for rank in (0, 1):
+                self.assertIn("the model's parameters are sharded across ranks: " + message,
+                              trial.stderr(rank))
+                self.assertNotIn("trained", trial.stdout[rank])
+        scaled = run(os.path.join(self.tmp, "fp16"), ["--precision", "fp16"] + self.FSDP,
+                     ranks=2)
+        self.assertEqual(scaled.codes, [fp.EXIT_USAGE] * 2, scaled.stderr(0))
+        self.assertIn("fp16's loss scaler under FSDP2", scaled.stderr(0))
 
 
 # ------------------------------------------------------------------------------------------------
