@@ -484,6 +484,9 @@ def parse_args(argv=None):
     add("--workers", type=int, default=2, help="the DataLoader's num_workers (--loader torch)")
     add("--fsdp", type=int, choices=(0, 1), default=0, help="1: FSDP2 with several ranks: "
         "fully_shard shards each block's parameters, then the rest (torch >= 2.6)")
+    add("--fsdp-checkpoint", choices=fp.FSDP_CHECKPOINTS, default="sharded", help="with --fsdp: "
+        "sharded, a folder of each rank's shards (torch.distributed.checkpoint); whole, one file "
+        "gathered on rank 0 (fp.Run(fsdp_checkpoint=...))")
     add("--zero", type=int, default=0, help="1: ZeRO-1 (torch's ZeroRedundancyOptimizer: each "
         "rank holds the optimizer state of its share of the parameters) when there are ranks")
     add("--ema-teacher", type=float, default=0.0, help="mean teacher: an EMA of the weights with "
@@ -559,7 +562,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     run = fp.Run(config=vars(args), seed=args.seed, threads=args.threads,
-                 determinism=args.determinism)  # seeds: build after
+                 determinism=args.determinism,
+                 fsdp_checkpoint=args.fsdp_checkpoint)  # seeds: build after
     data = load_corpus(args)
     model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
                 recompute=bool(args.activation_checkpointing))

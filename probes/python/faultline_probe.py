@@ -45,11 +45,13 @@ import os
 import pickle
 import platform
 import random
+import shutil
 import signal
 import socket
 import sys
 import threading
 import time
+import warnings
 
 try:
     import torch
@@ -58,13 +60,15 @@ except ImportError:  # the writer and the hash work without torch; Run does not
 
 __all__ = ["MetricsWriter", "fingerprint_hash", "fingerprint", "PROTOCOL_VERSION", "Settings",
            "Run", "Step", "global_batch", "rank_share", "seed_everything", "make_deterministic",
-           "sample_seed", "batch_seed", "DETERMINISM",
+           "sample_seed", "batch_seed", "DETERMINISM", "FSDP_CHECKPOINTS",
            "EXIT_OK", "EXIT_USAGE", "EXIT_NONFINITE", "EXIT_DATA", "EXIT_OOM"]
 
 PROTOCOL_VERSION = 1
 PHASES = ("forward", "backward", "optimizer", "loss", "data")
 _RESERVED = ("v", "rank", "t", "type")
 EXIT_OK, EXIT_USAGE, EXIT_NONFINITE, EXIT_DATA, EXIT_OOM = 0, 2, 3, 4, 5
+FSDP_CHECKPOINTS = ("sharded", "whole")
+CHECKPOINT_META = "faultline.pt"  # in a sharded checkpoint's folder: all but the shards
 SKETCH_SIZE = 16
 _M64 = (1 << 64) - 1
 
@@ -853,12 +857,19 @@ class Run:
     backend: the process group's for WORLD_SIZE > 1; default nccl on CUDA, else gloo.
     determinism: "strict" (default) or "warn", see DETERMINISM: for a model with an op that has
         no deterministic kernel, at the price of replays that may differ.
+    fsdp_checkpoint: how a model sharded by FSDP2 is checkpointed: "sharded" (default), a folder
+        of torch.distributed.checkpoint's shards, each rank writing its own; or "whole", one
+        file of the whole state gathered onto rank 0's CPU (it must fit there).
     """
 
     def __init__(self, config=None, *, seed=None, threads=None, device=None, backend=None,
-                 timeout_s=300, environ=None, determinism="strict"):
+                 timeout_s=300, environ=None, determinism="strict", fsdp_checkpoint="sharded"):
         if torch is None:
             raise RuntimeError("faultline_probe.Run needs torch")
+        if fsdp_checkpoint not in FSDP_CHECKPOINTS:
+            raise ValueError(f"fp.Run(fsdp_checkpoint={fsdp_checkpoint!r}): expected one of "
+                             + ", ".join(FSDP_CHECKPOINTS))
+        self.fsdp_checkpoint = fsdp_checkpoint
         faulthandler.enable()  # a crash prints the Python stacks
         if hasattr(signal, "SIGUSR1"):  # faultline sends SIGUSR1 to a hung rank before the kill
             # To stderr, or to FAULTLINE_STACKS ({rank}: RANK) when the ranks share one output
@@ -1180,7 +1191,12 @@ class Run:
     # -- checkpoints --------------------------------------------------------------------------
 
     def checkpoint_path(self, step):
-        return os.path.abspath(os.path.join(self.settings.out, f"ckpt-step{step:06d}.pt"))
+        """A file, or the folder of a sharded checkpoint (FSDP2, fsdp_checkpoint="sharded")."""
+        name = f"ckpt-step{step:06d}" + ("" if self._sharded_checkpoints() else ".pt")
+        return os.path.abspath(os.path.join(self.settings.out, name))
+
+    def _sharded_checkpoints(self):
+        return self.fsdp and self.fsdp_checkpoint == "sharded"
 
     def save_checkpoint(self, step, rng=None):
         """Saves the state after `step` (rank 0 writes the file and the checkpoint event; every
@@ -1197,44 +1213,74 @@ class Run:
             if hasattr(self.optimizer, "consolidate_state_dict"):
                 self._collective("consolidate_state_dict", step)
                 self.optimizer.consolidate_state_dict(to=0)
-        whole = self._whole_state(step) if self.fsdp else None
+        # Format 1 holds the optimizer's own state_dict (keyed by index); 2, FSDP2's whole state
+        # keyed by parameter name (torch.distributed.checkpoint's full state dict); 3 is a
+        # folder of torch.distributed.checkpoint's shards, the rest in CHECKPOINT_META.
         path = self.checkpoint_path(step)
+        temporary = path + ".tmp"
+        sharded = self._sharded_checkpoints()
+        whole = self._whole_state(step) if self.fsdp and not sharded else None
+        if sharded:
+            self._save_shards(step, temporary)
         if self.rank != 0:
             return path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        # Format 2 keys the optimizer's state by parameter name (torch.distributed.checkpoint's
-        # full state dict); 1, by index (optimizer.state_dict()).
-        state = {"format": "faultline_probe checkpoint", "version": 2 if whole is not None else 1,
-                 "step": step,
+        state = {"format": "faultline_probe checkpoint",
+                 "version": 3 if sharded else 2 if whole is not None else 1, "step": step,
                  "config": self.config, "config_hash": config_hash(self.config),
                  "world_size": self.world_size, "seed": self.seed,
                  "torch_version": str(torch.__version__),  # not a TorchVersion: see _rng_state
-                 "model": whole[0] if whole is not None else self.module.state_dict(),
-                 "optimizer": whole[1] if whole is not None else self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                  "state": {name: value.state_dict() for name, value in self.state.items()},
                  "rng": states}
-        temporary = path + ".tmp"
-        torch.save(state, temporary)
+        if not sharded:
+            state["model"] = whole[0] if whole is not None else self.module.state_dict()
+            state["optimizer"] = whole[1] if whole is not None else self.optimizer.state_dict()
+        torch.save(state, os.path.join(temporary, CHECKPOINT_META) if sharded else temporary)
+        if sharded and os.path.isdir(path):  # a run that saves the same step again
+            shutil.rmtree(path)
         os.replace(temporary, path)  # never a half-written checkpoint under the real name
         self.metrics.event("checkpoint", step=step, path=path)
         return path
+
+    def _save_shards(self, step, folder):
+        """FSDP2: every rank writes its shards of the model's and the optimizer's state into
+        `folder` (torch.distributed.checkpoint; rank 0 writes its metadata last, once every rank
+        has written), so no rank holds more than its own share."""
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        if self.rank == 0:  # what a run killed while saving left
+            shutil.rmtree(folder, ignore_errors=True)
+        if self.world_size > 1:
+            self._collective("barrier", step)
+            dist.barrier()
+        model_state, optimizer_state = get_state_dict(self.module, self.optimizer)
+        self._collective("all_gather", step)
+        dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=folder)
 
     def _load(self, path):
         try:
             # The run's own checkpoint, written by this helper: torch 2.6's default
             # (weights_only=True) would refuse what the objects given as state= saved, when that
             # is more than tensors, numbers and containers of them.
-            state = torch.load(path, map_location="cpu", weights_only=False)
+            folder = os.path.isdir(path)
+            state = torch.load(os.path.join(path, CHECKPOINT_META) if folder else path,
+                               map_location="cpu", weights_only=False)
             if not isinstance(state, dict) or state.get("format") != "faultline_probe checkpoint":
                 raise ValueError("not a faultline_probe checkpoint")
             version = state.get("version")
-            if version == 2:
+            if version not in (1, 2, 3):
+                raise ValueError(f"its format version is {version}; this helper reads 1, 2 and "
+                                 "3 (a newer helper wrote it?)")
+            if (version == 3) != folder:
+                raise ValueError(f"format {version} is " + ("a folder" if version == 3 else
+                                                            "one file"))
+            if version == 3:
+                self._load_shards(path)
+            elif version == 2:
                 self._load_whole_state(state["model"], state["optimizer"])
-            elif version != 1:
-                raise ValueError(f"its format version is {version}; this helper reads 1 and 2 "
-                                 "(a newer helper wrote it?)")
             elif self.fsdp:
                 raise ValueError("it holds the optimizer's state by parameter index (format "
                                  "1, a run without FSDP), which a model sharded by fully_shard "
@@ -1277,6 +1323,25 @@ class Run:
         set_state_dict(self.module, self.optimizer, model_state_dict=model_state,
                        optim_state_dict=optimizer_state,
                        options=StateDictOptions(full_state_dict=True))
+
+    def _load_shards(self, folder):
+        """A format-3 checkpoint's shards into this run's model and optimizer, on any number of
+        ranks, sharded or not (torch.distributed.checkpoint reshards as it loads; one process
+        without a process group reads every shard)."""
+        try:
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+        except ImportError:
+            raise ValueError("it holds torch.distributed.checkpoint's shards (format 3, an FSDP2 "
+                             f"run's), which torch {torch.__version__} cannot load (torch >= "
+                             "2.2)") from None
+        model_state, optimizer_state = get_state_dict(self.module, self.optimizer)
+        state = {"model": model_state, "optimizer": optimizer_state}
+        with warnings.catch_warnings():  # alone, DCP warns that it assumes one process
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(state, checkpoint_id=folder)
+        set_state_dict(self.module, self.optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optimizer"])
 
     def _load_state(self, saved):
         """run.start(state=...) from a checkpoint's "state": the same names, or the replay would

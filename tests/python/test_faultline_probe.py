@@ -238,6 +238,13 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual(fp.rank_share(list(range(8)), 1, 2), [4, 5, 6, 7])
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_an_unknown_fsdp_checkpoint_form_is_refused_naming_the_forms(self):
+        with self.assertRaises(ValueError) as caught:
+            fp.Run(fsdp_checkpoint="full")
+        self.assertEqual(str(caught.exception), "fp.Run(fsdp_checkpoint='full'): expected one "
+                         "of sharded, whole")
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_sketch_signs_and_fingerprint_definition(self):
         mask = (1 << 64) - 1
 
@@ -564,13 +571,13 @@ class OneRank(TrialCase):
         checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
         saved = torch.load(checkpoint, weights_only=False)
         self.assertEqual(saved["version"], 1)  # without FSDP: the optimizer's own state_dict
-        saved["version"] = 3
+        saved["version"] = 4
         torch.save(saved, checkpoint)
         resumed = run(os.path.join(self.tmp, "resumed"), ["--steps", "4"] + QUIET,
                       FAULTLINE_RESUME=checkpoint)
         self.assertEqual(resumed.codes, [fp.EXIT_USAGE])
         self.assertIn(f"cannot resume from {checkpoint} (FAULTLINE_RESUME): its format version "
-                      "is 3; this helper reads 1 and 2", resumed.stderr())
+                      "is 4; this helper reads 1, 2 and 3", resumed.stderr())
 
     def test_a_loss_scaler_skips_overflowing_steps_and_a_resume_keeps_its_scale(self):
         args = ["--steps", "12", "--precision", "fp16", "--overflow-step", "5",
@@ -1135,11 +1142,17 @@ class Sharded(TrialCase):
     FSDP = ["--fsdp", "1"] + QUIET
 
     def test_an_fsdp_run_resumes_bitwise_on_its_ranks_and_replays_on_one(self):
-        full = Trial(os.path.join(self.tmp, "full"), ["--steps", "8"] + self.FSDP, ranks=2,
-                     FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1).wait(180)
-        self.assertEqual(full.codes_ended_well(), [0, 0], full.stderr(0) + full.stderr(1))
         whole = run(os.path.join(self.tmp, "whole"), ["--steps", "1"] + QUIET)
         parameters = whole.records(type_="event", name="start")[0]["parameters"]
+        for form in fp.FSDP_CHECKPOINTS:
+            with self.subTest(form):
+                self.check_resumes(form, parameters)
+
+    def check_resumes(self, form, parameters):
+        args = ["--steps", "8", "--fsdp-checkpoint", form] + self.FSDP
+        full = Trial(os.path.join(self.tmp, form, "full"), args, ranks=2,
+                     FAULTLINE_CHECKPOINT_EVERY=4, FAULTLINE_FINGERPRINT_EVERY=1).wait(180)
+        self.assertEqual(full.codes_ended_well(), [0, 0], full.stderr(0) + full.stderr(1))
         for rank in (0, 1):
             self.assert_protocol(full.records(rank), rank)
             start = full.records(rank, type_="event", name="start")[0]
@@ -1150,12 +1163,21 @@ class Sharded(TrialCase):
             self.assertEqual(sorted(prints[0]), list(range(1, 9)), what)
             self.assertEqual(prints[0], prints[1], what)
         checkpoint = full.records(type_="event", name="checkpoint")[0]["path"]
-        saved = torch.load(checkpoint, weights_only=False)
-        self.assertEqual(saved["version"], 2)
-        self.assertEqual(tuple(saved["model"]["blocks.0.mlp.fc.weight"].shape), (256, 64))
-        self.assertIn("blocks.0.mlp.fc.weight", saved["optimizer"]["state"])
+        if form == "sharded":  # each rank's shards, and the rest in faultline.pt
+            self.assertTrue(os.path.isdir(checkpoint), checkpoint)
+            self.assertIn(".metadata", os.listdir(checkpoint))
+            self.assertFalse([n for n in os.listdir(os.path.dirname(checkpoint))
+                              if n.endswith(".tmp")])
+            saved = torch.load(os.path.join(checkpoint, fp.CHECKPOINT_META), weights_only=False)
+            self.assertEqual(saved["version"], 3)
+            self.assertNotIn("model", saved)
+        else:  # the whole state gathered on rank 0, keyed by name
+            saved = torch.load(checkpoint, weights_only=False)
+            self.assertEqual(saved["version"], 2)
+            self.assertEqual(tuple(saved["model"]["blocks.0.mlp.fc.weight"].shape), (256, 64))
+            self.assertIn("blocks.0.mlp.fc.weight", saved["optimizer"]["state"])
 
-        resumed = Trial(os.path.join(self.tmp, "resumed"), ["--steps", "8"] + self.FSDP, ranks=2,
+        resumed = Trial(os.path.join(self.tmp, form, "resumed"), args, ranks=2,
                         FAULTLINE_RESUME=checkpoint, FAULTLINE_FINGERPRINT_EVERY=1).wait(180)
         self.assertEqual(resumed.codes_ended_well(), [0, 0], resumed.stderr(0))
         mine = by_step(full.records(), "fingerprint", "params")
@@ -1165,11 +1187,11 @@ class Sharded(TrialCase):
             self.assertEqual(theirs[k]["hash"], mine[k]["hash"], k)
         # One rank, no FSDP, accumulating the two ranks' shares: the same model, summed in
         # another order (as a DDP run's 1-rank replay is).
-        one = run(os.path.join(self.tmp, "one"), ["--steps", "8"] + self.FSDP,
-                  FAULTLINE_RESUME=checkpoint, FAULTLINE_ACCUMULATE=2,
-                  FAULTLINE_FINGERPRINT_EVERY=1)
+        one = run(os.path.join(self.tmp, form, "one"), args, FAULTLINE_RESUME=checkpoint,
+                  FAULTLINE_ACCUMULATE=2, FAULTLINE_FINGERPRINT_EVERY=1)
         self.assertEqual(one.codes, [0], one.stderr())
         self.assertFalse(one.records(type_="event", name="start")[0]["fsdp"])
+        self.assertNotIn("Warning", one.stderr())
         steps, ones = by_step(full.records(), "step"), by_step(one.records(), "step")
         self.assertEqual(sorted(ones), [5, 6, 7, 8])
         for k in ones:
@@ -1190,9 +1212,9 @@ class Sharded(TrialCase):
                 if probe == "full":  # from the reduced gradients (no hook fires under FSDP2):
                     # the last parameter in the model's order, the backward pass's first
                     self.assertEqual(anomaly["first_grad"], "ln_f.bias")
-            saved = torch.load(trial.records(type_="event", name="checkpoint")[0]["path"],
-                               weights_only=False)
-            self.assertEqual((saved["step"], saved["version"]), (5, 2))
+            folder = trial.records(type_="event", name="checkpoint")[0]["path"]
+            saved = torch.load(os.path.join(folder, fp.CHECKPOINT_META), weights_only=False)
+            self.assertEqual((saved["step"], saved["version"]), (5, 3))
 
     def test_a_replica_check_is_refused_since_no_rank_has_a_whole_gradient(self):
         samples = fp.global_batch(1234, 3, N_SAMPLES, 8)[:2]  # train.py's seed and batch
