@@ -620,19 +620,24 @@ def _sign_pattern(numel, device):
     computed with wrapping int64 arithmetic: the low 64 bits equal the uint64 ones."""
     key = (numel, str(device))
     if key not in _SIGNS:
-        def signed(c):
-            return c - (1 << 64) if c >= 1 << 63 else c
-
-        def shift_right(x, k):  # logical, not arithmetic
-            return (x >> k) & ((1 << (64 - k)) - 1)
-
-        x = torch.arange(numel, dtype=torch.int64) + signed(0x9E3779B97F4A7C15)
-        x = (x ^ shift_right(x, 30)) * signed(0xBF58476D1CE4E5B9)
-        x = (x ^ shift_right(x, 27)) * signed(0x94D049BB133111EB)
-        x = x ^ shift_right(x, 31)
         _SIGNS.clear()  # one size at a time: params and grads have the same size
-        _SIGNS[key] = ((x & 1) * 2 - 1).to(torch.float32).to(device)
+        _SIGNS[key] = _signs(0, numel, device)
     return _SIGNS[key]
+
+
+def _signs(start, count, device):
+    """s_i of _sign_pattern for i in [start, start + count)."""
+    def signed(c):
+        return c - (1 << 64) if c >= 1 << 63 else c
+
+    def shift_right(x, k):  # logical, not arithmetic
+        return (x >> k) & ((1 << (64 - k)) - 1)
+
+    x = torch.arange(start, start + count, dtype=torch.int64) + signed(0x9E3779B97F4A7C15)
+    x = (x ^ shift_right(x, 30)) * signed(0xBF58476D1CE4E5B9)
+    x = (x ^ shift_right(x, 27)) * signed(0x94D049BB133111EB)
+    x = x ^ shift_right(x, 31)
+    return ((x & 1) * 2 - 1).to(torch.float32).to(device)
 
 
 def fingerprint(tensors):
@@ -653,6 +658,38 @@ def fingerprint(tensors):
     numbers = torch.cat([values.norm().double().reshape(1), padded.view(SKETCH_SIZE, chunk).sum(1)])
     numbers = numbers.tolist()
     return {"hash": fingerprint_hash(flat), "norm": numbers[0], "sketch": numbers[1:]}
+
+
+def _gathered_fingerprint(tensors, gather):
+    """fingerprint() of the tensors' whole values, made whole one at a time by `gather` (FSDP2's
+    full_tensor(), a collective), so that no more than the largest is whole at once: a model
+    sharded because it does not fit on one device is never materialized for it. The hash is the
+    same bytes' (exact); norm and sketch sum the same terms in another order (float rounding)."""
+    tensors = [t.detach() for t in tensors]
+    n = sum(t.numel() for t in tensors)
+    same_dtype = len({t.dtype for t in tensors}) <= 1
+    chunk = max(1, -(-n // SKETCH_SIZE))
+    digest = hashlib.blake2b(digest_size=8)
+    squares = torch.zeros((), dtype=torch.float64)
+    sketch = torch.zeros(SKETCH_SIZE, dtype=torch.float64)
+    offset = 0
+    for tensor in tensors:
+        whole = gather(tensor).reshape(-1)
+        whole = whole if same_dtype else whole.float()  # as fingerprint() concatenates them
+        for data in _tensor_bytes(whole):
+            digest.update(data)
+        values = whole.float()
+        squares += values.double().square().sum().cpu()
+        signed = (values * _signs(offset, values.numel(), values.device)).double().cpu()
+        first = 0
+        while first < signed.numel():  # the part of each sketch chunk this tensor holds
+            index = (offset + first) // chunk
+            last = min(signed.numel(), (index + 1) * chunk - offset)
+            sketch[index] += signed[first:last].sum()
+            first = last
+        offset += values.numel()
+    numbers = [float(squares.sqrt())] + sketch.tolist()
+    return {"hash": digest.hexdigest(), "norm": numbers[0], "sketch": numbers[1:]}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1749,8 +1786,9 @@ class Step:
         if self._run.metrics.enabled:
             if self._run.fsdp:  # of the whole tensors, as a run without FSDP has them
                 self._run._collective("all_gather", self.number)
-                tensors = [_whole(t) for t in tensors]
-            print_ = fingerprint(tensors)
+                print_ = _gathered_fingerprint(tensors, _whole)
+            else:
+                print_ = fingerprint(tensors)
             self._run.metrics.write("fingerprint", dict(step=self.number, what=what, **print_))
 
     def _record(self, **extra):

@@ -238,6 +238,20 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual(fp.rank_share(list(range(8)), 1, 2), [4, 5, 6, 7])
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_a_fingerprint_gathered_tensor_by_tensor_is_the_one_of_the_whole_buffer(self):
+        # FSDP2 fingerprints one whole parameter at a time: the same hash (the same bytes), and
+        # the same sketch and norm up to the order of their sums; chunks straddle tensors here.
+        torch.manual_seed(3)
+        for tensors in ([torch.randn(7, 5), torch.randn(3), torch.randn(100)], [torch.randn(1)],
+                        [torch.randn(5), torch.randn(3).double()]):
+            whole = fp.fingerprint(tensors)
+            gathered = fp._gathered_fingerprint(tensors, lambda t: t)
+            self.assertEqual(gathered["hash"], whole["hash"])
+            self.assertAlmostEqual(gathered["norm"], whole["norm"], places=5)
+            for a, b in zip(gathered["sketch"], whole["sketch"]):
+                self.assertAlmostEqual(a, b, places=9)
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_an_unknown_fsdp_checkpoint_form_is_refused_naming_the_forms(self):
         with self.assertRaises(ValueError) as caught:
             fp.Run(fsdp_checkpoint="full")
