@@ -1410,7 +1410,8 @@ class Run:
             shards = [_local(t) for t in tensors]
             squares = torch.zeros((), dtype=torch.float64, device=self.device)
             if shards:
-                squares += torch.stack(torch._foreach_norm(shards)).double().square().sum()
+                norms = torch._foreach_norm(shards)  # in each shard's dtype: stacked in one
+                squares += torch.stack([n.double() for n in norms]).square().sum()
             dist.all_reduce(squares)
             return math.sqrt(float(squares))
 
