@@ -475,7 +475,8 @@ def parse_args(argv=None):
     add("--block-size", type=int, default=32)
     add("--vocab-size", type=int, default=64)
     add("--compile", default="", help="torch.compile the model with this backend (inductor, "
-        "aot_eager, ...; torch >= 2), before DDP wraps it as nanoGPT does; empty: eager")
+        "aot_eager, ...; torch >= 2), before DDP wraps it as nanoGPT does, after FSDP shards it; "
+        "empty: eager")
     add("--activation-checkpointing", type=int, default=0, help="1: each block's activations are "
         "recomputed in the backward pass (torch.utils.checkpoint)")
     add("--data", default="", help="a file of raw bytes as tokens (needs --vocab-size 256)")
@@ -548,8 +549,8 @@ def parse_args(argv=None):
         p.error("--nan-step and --nan-layer go together")
     if args.n_embd % args.n_head:
         p.error(f"--n-embd {args.n_embd} is not divisible by --n-head {args.n_head}")
-    if args.fsdp and (args.ddp or args.zero or args.compile or args.ema_teacher):
-        p.error("--fsdp goes with none of --ddp, --zero, --compile and --ema-teacher here")
+    if args.fsdp and (args.ddp or args.zero or args.ema_teacher):
+        p.error("--fsdp goes with none of --ddp, --zero and --ema-teacher here")
     if args.fsdp and not fully_shard_of_torch():
         p.error(f"--fsdp needs torch.distributed.fsdp.fully_shard (torch >= 2.6); this is torch "
                 f"{torch.__version__}")

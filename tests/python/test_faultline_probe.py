@@ -1230,6 +1230,25 @@ class Sharded(TrialCase):
             saved = torch.load(os.path.join(folder, fp.CHECKPOINT_META), weights_only=False)
             self.assertEqual((saved["step"], saved["version"]), (5, 3))
 
+    @unittest.skipUnless(HAS_SET_STANCE, "torch.compiler.set_stance: torch >= 2.6")
+    def test_a_compiled_fsdp_model_trains_the_eager_bits_and_its_nan_is_named(self):
+        # torch.compile around the sharded model (aot_eager computes eager's bits); the full
+        # probes' step runs it eagerly, so its hooks see the modules.
+        args = ["--steps", "6", "--nan-step", "6", "--nan-layer", "blocks.1.mlp"] + self.FSDP
+        probes = dict(FAULTLINE_PROBE="full", FAULTLINE_PROBE_FROM=5)
+        eager = Trial(os.path.join(self.tmp, "eager"), args, ranks=2, **probes)
+        compiled = Trial(os.path.join(self.tmp, "compiled"), args + ["--compile", "aot_eager"],
+                         ranks=2, **probes)
+        for trial in (eager.wait(300), compiled.wait(300)):
+            self.assertEqual(trial.codes_ended_well(), [fp.EXIT_NONFINITE] * 2, trial.stderr(0))
+        start = compiled.records(type_="event", name="start")[0]
+        self.assertEqual((start["fsdp"], start["compiled"]), (True, True))
+        assert_same_steps(self, eager, compiled, ("loss", "grad_norm"))
+        for rank in (0, 1):
+            anomaly, = compiled.records(rank, type_="anomaly")
+            self.assertEqual((anomaly["step"], anomaly["phase"], anomaly["where"]),
+                             (6, "forward", "blocks.1.mlp"))
+
     def test_a_replica_check_is_refused_since_no_rank_has_a_whole_gradient(self):
         samples = fp.global_batch(1234, 3, N_SAMPLES, 8)[:2]  # train.py's seed and batch
         trial = Trial(os.path.join(self.tmp, "run"), ["--steps", "4"] + self.FSDP, ranks=2,
