@@ -792,11 +792,11 @@ def _classes(value):
     return {c.__name__ for c in type(value).__mro__}
 
 
-def _sharding(module, world_size):
-    """How a model's parameters lie across the ranks: "fsdp" for FSDP2 (fully_shard: every
-    parameter a DTensor sharded over one mesh of all the ranks), "whole" for a model each rank
-    holds whole (DDP, ZeRO-1, one rank); else a UsageError naming the part the helper cannot
-    handle (FSDP1's flat parameters, tensor parallelism, HSDP's 2-D mesh, a part left unsharded).
+def _is_fsdp2(module, world_size):
+    """Whether FSDP2 shards the model (fully_shard: every parameter a DTensor sharded over one
+    mesh of all the ranks); False for a model each rank holds whole (DDP, ZeRO-1, one rank).
+    Raises a UsageError naming a part the helper cannot handle (FSDP1's flat parameters, tensor
+    parallelism, HSDP's 2-D mesh, a part left unsharded).
     By class name: importing torch.distributed.fsdp fails on some torch/Python pairs."""
     fsdp2 = False
     for name, part in module.named_modules():
@@ -821,7 +821,7 @@ def _sharding(module, world_size):
                 f"parameter '{name}' is laid out as {placements} on a mesh of shape "
                 f"{tuple(mesh.shape)}: the helper supports FSDP2 sharding over all "
                 f"{world_size} ranks on one mesh dimension, not HSDP or tensor parallelism")
-    return "fsdp" if fsdp2 else "whole"
+    return fsdp2
 
 
 def _local(tensor):
@@ -1063,12 +1063,7 @@ class Run:
         # loads them and names the same modules.
         self.module, self._ddp, self.compiled = _unwrapped(model)
         try:  # FSDP2 reduce-scatters the gradients: no allreduce of the helper's either
-            self.fsdp = _sharding(self.module, self.world_size) == "fsdp"
-            if self.fsdp and scaler is not None and \
-                    getattr(scaler, "is_enabled", lambda: True)():
-                raise UsageError("fp16's loss scaler under FSDP2: its overflow check sees this "
-                                 "rank's shards only, so the ranks could disagree on a skip; "
-                                 "bf16 needs no scaler")
+            self.fsdp = _is_fsdp2(self.module, self.world_size)
         except UsageError as error:
             _usage_exit(f"the model's parameters are sharded across ranks: {error}")
         self.ddp = self._ddp is not None
@@ -1080,6 +1075,10 @@ class Run:
                   "full probes name only modules outside the compiled model", file=sys.stderr)
         enabled = getattr(scaler, "is_enabled", lambda: scaler is not None)
         self.scaler = scaler if enabled() else None  # a disabled GradScaler scales nothing
+        if self.fsdp and self.scaler is not None:
+            _usage_exit("the model's parameters are sharded across ranks: fp16's loss scaler "
+                        "under FSDP2: its overflow check sees this rank's shards only, so the "
+                        "ranks could disagree on a skip; bf16 needs no scaler")
         self._named = [(_plain_name(n), p) for n, p in self.module.named_parameters()
                        if p.requires_grad]
         self.first_step = 1
@@ -1399,13 +1398,14 @@ class Run:
         if self.world_size > 1:
             self.metrics.event("collective", op=op, step=step, seq=self.collectives)
 
-    def _norm(self, tensors):
+    def _norm(self, tensors, step):
         """The L2 norm of the tensors together, as a float (one host sync); under FSDP2 of the
-        whole tensors: the ranks' sums of squares of their shards, summed in one allreduce (the
-        caller writes its heartbeat, on every rank)."""
+        whole tensors: the ranks' sums of squares of their shards, summed in one allreduce (every
+        rank calls it at the same point of the same step)."""
         if not self.fsdp:
             return _global_norm(tensors)
         import torch.distributed as dist
+        self._collective("allreduce", step)
         with torch.no_grad():
             shards = [_local(t) for t in tensors]
             squares = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -1745,12 +1745,13 @@ class Step:
             if not _late:  # late, scaler.step() has unscaled them already
                 scaler.unscale_(run.optimizer)
         params = [p for _, p in run._named if p.grad is not None]
-        if run.fsdp:  # of the whole gradients: an allreduce of the shards' squares
-            run._collective("allreduce", self.number)
-        if max_norm:  # DTensor gradients (FSDP2) give a replicated DTensor norm
+        if max_norm:  # DTensor gradients (FSDP2): an allreduce, a replicated DTensor norm
+            if run.fsdp:
+                run._collective("allreduce", self.number)
             norm = _local(torch.nn.utils.clip_grad_norm_(params, float(max_norm)))
         elif run.fsdp:
-            norm = torch.tensor(run._norm([p.grad for p in params]), dtype=torch.float64)
+            norm = torch.tensor(run._norm([p.grad for p in params], self.number),
+                                dtype=torch.float64)
         elif params:
             norm = torch.linalg.vector_norm(
                 torch.stack([torch.linalg.vector_norm(p.grad.detach()) for p in params]))
@@ -1825,13 +1826,12 @@ class Step:
         run, s = self._run, self._run.settings
         extra = {"nonfinite": 0}
         if s.probe != "off":
-            if run.fsdp:
-                run._collective("allreduce", self.number)
-            param_norm = run._norm([p.detach() for _, p in run._named])
+            param_norm = run._norm([p.detach() for _, p in run._named], self.number)
             extra["param_norm"] = param_norm
             if not math.isfinite(param_norm):
                 counts = run._nonfinite_counts([p.detach() for _, p in run._named], self.number)
-                extra["nonfinite"] = self._count_nonfinite(counts)
+                grad_counts = run._nonfinite_counts([p.grad for _, p in run._named], self.number)
+                extra["nonfinite"] = self._count_nonfinite(counts, grad_counts)
                 self._record(**extra)
                 name = self._first_bad(counts)
                 run.metrics.anomaly(self.number, "nonfinite", "optimizer", name,
@@ -1849,14 +1849,9 @@ class Step:
         """The first parameter with non-finite values, from _nonfinite_counts; "" if none."""
         return next((name for (name, _), n in zip(self._run._named, counts) if n), "")
 
-    def _count_nonfinite(self, counts=None, grad_counts=None):
-        """The step's non-finite values: the loss's, the parameters' and their gradients' (from
-        _nonfinite_counts, taken here unless given)."""
-        run = self._run
-        if counts is None:
-            counts = run._nonfinite_counts([p.detach() for _, p in run._named], self.number)
-        if grad_counts is None:
-            grad_counts = run._nonfinite_counts([p.grad for _, p in run._named], self.number)
+    def _count_nonfinite(self, counts, grad_counts):
+        """The step's non-finite values: the loss's, and the parameters' and their gradients'
+        (_nonfinite_counts of each)."""
         return (0 if math.isfinite(self.loss) else 1) + sum(counts) + sum(grad_counts)
 
     def _halt_nonfinite(self, before_update):
@@ -1866,8 +1861,9 @@ class Step:
         # harness that stops the run on that record finds the checkpoint complete.
         if before_update and s.checkpoint_on_halt and self.number - 1 >= 1:
             run.save_checkpoint(self.number - 1, rng=self._rng)
+        counts = run._nonfinite_counts([p.detach() for _, p in run._named], self.number)
         grad_counts = run._nonfinite_counts([p.grad for _, p in run._named], self.number)
-        self._record(nonfinite=self._count_nonfinite(grad_counts=grad_counts))
+        self._record(nonfinite=self._count_nonfinite(counts, grad_counts))
         if run.fsdp and s.full_probes_at(self.number) and self._grad_site is None:
             self._grad_site = self._fsdp_grad_site(grad_counts)
         record = {"samples": None, "shards": None}

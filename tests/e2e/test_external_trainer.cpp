@@ -729,9 +729,9 @@ TEST(ExternalTrainer, ACompiledDdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
                                   {"train.ddp=1", "train.compile=aot_eager"});
 }
 
-// FSDP2 (fully_shard on each block, then the model): the helper gathers the whole parameters
-// and optimizer state on rank 0 for every checkpoint (format 2, keyed by name), and the 1-rank
-// replay, no FSDP there, loads them. Needs torch >= 2.6: skips on Debian bookworm's 1.13; it ran
+// FSDP2 (fully_shard on each block, then the model): every rank writes its shards of each
+// checkpoint into a folder (format 3, torch.distributed.checkpoint), and the 1-rank replay, no
+// FSDP there, loads them whole. Needs torch >= 2.6: skips on Debian bookworm's 1.13; it ran
 // on Debian sid's torch 2.14 in a chroot (probes/python/README.md).
 TEST(ExternalTrainer, AnFsdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
   const auto probe = run_process(
