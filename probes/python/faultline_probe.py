@@ -976,6 +976,8 @@ class Run:
         self._probes_attached = False
         self._probing = None      # the Step whose full probes are on, else None
         self._ended = False
+        self._end_lock = threading.Lock()
+        self._sigterm_received = False
         self._last_run = None     # the last step this process ran
         # An exception that ends the script still ends its metrics: an end event with status
         # "error" and the exception, so a reader of the file (faultline import) can tell it from
@@ -983,12 +985,22 @@ class Run:
         previous_hook = sys.excepthook
 
         def end_on_uncaught(kind, value, tb):
-            if not self._ended and not issubclass(kind, KeyboardInterrupt):
+            # After a SIGTERM the error is its aftermath (a DataLoader worker killed with the
+            # script), raised before the watcher thread got the GIL: the end names the signal,
+            # and the process dies of it as it would have without the helper.
+            terminated = self._sigterm_received
+            if not issubclass(kind, KeyboardInterrupt):
+                status = {"status": "terminated", "signal": "SIGTERM"} if terminated else {
+                    "status": "error"}
                 try:
-                    self.end("error", error=f"{kind.__name__}: {value}"[:500])
+                    self.end(**status, error=f"{kind.__name__}: {value}"[:500])
                 except Exception:  # the metrics file itself may be what failed
                     pass
             previous_hook(kind, value, tb)
+            if terminated:
+                sys.stderr.flush()
+                _default_sigterm()
+                os.kill(os.getpid(), signal.SIGTERM)
 
         sys.excepthook = end_on_uncaught
         # A job's scheduler ends it with SIGTERM (its time limit, a cancel; torchrun and srun
@@ -1017,7 +1029,12 @@ class Run:
             os.close(read_fd)
             os.close(write_fd)
             return
-        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        def received(signum, frame):
+            # Runs on the main thread once it is back in Python, which may be before the
+            # watcher thread reads the pipe.
+            self._sigterm_received = True
+
+        signal.signal(signal.SIGTERM, received)
         # A forked child (a DataLoader worker) shares the pipe: its SIGTERM must not end us.
         os.register_at_fork(after_in_child=_default_sigterm)
 
@@ -1027,7 +1044,8 @@ class Run:
                 if not data:
                     return
                 if signal.SIGTERM in data:
-                    if os.getpid() == self._pid and not self._ended:
+                    self._sigterm_received = True
+                    if os.getpid() == self._pid:  # end() waits for one being written
                         try:
                             self.end("terminated", signal="SIGTERM")
                         except Exception:  # noqa: BLE001 - dying anyway
@@ -1190,17 +1208,20 @@ class Run:
     def end(self, status="ok", **fields):
         """Writes the end event (once) and shuts the process group down. Extra fields (e.g.
         error=...) go into the end event."""
-        if self._ended:
-            return
-        self._ended = True
-        last = self._last_run if self._last_run is not None else (self.first_step or 1) - 1
-        if self.scaler is not None:
-            fields.setdefault("skipped_steps", self.skipped_steps)
-        self.metrics.end(status=status, step=last, **fields,
-                         tokens_per_s=(self._timed_tokens / (self._timed_ms / 1000)
-                                       if self._timed_ms > 0 else 0.0),
-                         first_loss=self._first_loss, last_loss=self._last_loss)
-        self.metrics.close()
+        # The SIGTERM watcher and an uncaught exception may both end the run, each then killing
+        # the process: the lock is held until the event is written, so neither kills it midway.
+        with self._end_lock:
+            if self._ended:
+                return
+            self._ended = True
+            last = self._last_run if self._last_run is not None else (self.first_step or 1) - 1
+            if self.scaler is not None:
+                fields.setdefault("skipped_steps", self.skipped_steps)
+            self.metrics.end(status=status, step=last, **fields,
+                             tokens_per_s=(self._timed_tokens / (self._timed_ms / 1000)
+                                           if self._timed_ms > 0 else 0.0),
+                             first_loss=self._first_loss, last_loss=self._last_loss)
+            self.metrics.close()
         if status in ("ok", "nonfinite"):  # every rank ends here at the same step
             self._drain_collectives()
         if status == "ok" and self._owns_group:

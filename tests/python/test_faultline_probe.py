@@ -435,6 +435,20 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual([e["status"] for e in ends], ["ok"])
 
     @unittest.skipIf(torch is None, "needs torch")
+    def test_an_exception_after_sigterm_still_ends_the_metrics_as_terminated(self):
+        # Under load the script's main thread can see the SIGTERM's aftermath (a DataLoader
+        # worker killed with it) and raise before the helper's watcher thread writes the end
+        # event: the end still says the scheduler's signal, not the error it caused.
+        with tempfile.TemporaryDirectory() as tmp:
+            records, _ = run_script(tmp, SCRIPT_START + (
+                "os.kill(os.getpid(), signal.SIGTERM)\n"
+                "raise RuntimeError('DataLoader worker (pid 1) is killed by signal: Terminated')\n"),
+                -signal.SIGTERM)
+        ends = [r for r in records if r.get("name") == "end"]
+        self.assertEqual([(e["status"], e["signal"]) for e in ends], [("terminated", "SIGTERM")])
+        self.assertIn("DataLoader worker", ends[0]["error"])
+
+    @unittest.skipIf(torch is None, "needs torch")
     def test_an_op_without_a_deterministic_kernel_is_named_and_warn_runs_it(self):
         # put_(accumulate=False) has no deterministic kernel (as F.interpolate's backward on
         # CUDA has none): the helper's strict determinism stops it at its step with exit 2,
