@@ -612,83 +612,88 @@ def _set_rng_state(state):
 # ------------------------------------------------------------------------------------------------
 # Fingerprints: hash, norm and a 16-number sketch (docs/metrics-protocol.md, docs/ranks.md).
 
-_SIGNS = {}
+# Elements per piece a fingerprint reads at a time: its scratch buffers (three of 8 MiB) are
+# made once per fingerprint and reused, as a fresh mapping per op costs more than the op here.
+_FINGERPRINT_PIECE = 1 << 20
 
 
-def _sign_pattern(numel, device):
-    """s_i = +1 if the low bit of splitmix64(i) is set, else -1 (src/trainer/fingerprint.cpp),
-    computed with wrapping int64 arithmetic: the low 64 bits equal the uint64 ones."""
-    key = (numel, str(device))
-    if key not in _SIGNS:
-        _SIGNS.clear()  # one size at a time: params and grads have the same size
-        _SIGNS[key] = _signs(0, numel, device)
-    return _SIGNS[key]
+def _signed64(c):
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+_SPLITMIX = [_signed64(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)]
+
+
+def _sign_bits(start, x, t):
+    """x[i] = the low bit of splitmix64(start + i) (src/trainer/fingerprint.cpp), in place in the
+    int64 buffers x and t (scratch) of one length: wrapping int64 arithmetic has the low 64 bits
+    of the uint64 one, and only bits 0..31 of the last product reach the result."""
+    torch.arange(start, start + x.numel(), out=x)
+    x += _SPLITMIX[0]
+    torch.bitwise_right_shift(x, 30, out=t)
+    t &= (1 << 34) - 1  # logical shift: these bits reach the result through the next product
+    x ^= t
+    x *= _SPLITMIX[1]
+    torch.bitwise_right_shift(x, 27, out=t)  # arithmetic will do: bits 0..31 of w = y ^ y>>27
+    x ^= t
+    x *= _SPLITMIX[2]
+    torch.bitwise_right_shift(x, 31, out=t)
+    x ^= t
+    x &= 1
+    return x
 
 
 def _signs(start, count, device):
-    """s_i of _sign_pattern for i in [start, start + count)."""
-    def signed(c):
-        return c - (1 << 64) if c >= 1 << 63 else c
-
-    def shift_right(x, k):  # logical, not arithmetic
-        return (x >> k) & ((1 << (64 - k)) - 1)
-
-    x = torch.arange(start, start + count, dtype=torch.int64) + signed(0x9E3779B97F4A7C15)
-    x = (x ^ shift_right(x, 30)) * signed(0xBF58476D1CE4E5B9)
-    x = (x ^ shift_right(x, 27)) * signed(0x94D049BB133111EB)
-    x = x ^ shift_right(x, 31)
-    return ((x & 1) * 2 - 1).to(torch.float32).to(device)
+    """s_i = +1 if the low bit of splitmix64(i) is set, else -1, for i in [start, start + count)."""
+    x = torch.empty(count, dtype=torch.int64, device=device)
+    bits = _sign_bits(start, x, torch.empty_like(x))
+    return bits.to(torch.float32) * 2 - 1
 
 
-def fingerprint(tensors):
-    """{"hash", "norm", "sketch"} of the tensors flattened in order into one buffer. hash:
-    BLAKE2b-64 of the buffer's raw bytes; norm: its L2 norm in float32; sketch: for each of 16
-    contiguous chunks, sum of s_i * x_i in float64, s_i = +-1 from splitmix64(i)."""
+def fingerprint(tensors, gather=None):
+    """{"hash", "norm", "sketch"} of the tensors flattened in order into one buffer (of their
+    dtype if they share one, else float32). hash: BLAKE2b-64 of the buffer's raw bytes; norm: its
+    L2 norm; sketch: for each of 16 contiguous chunks, sum of s_i * x_i in float64, s_i = +-1 from
+    splitmix64(i).
+
+    The buffer is never made: tensors are read in pieces, so a fingerprint takes a few MiB
+    whatever the model's size. `gather` makes a tensor whole first (FSDP2's full_tensor(), a
+    collective), one at a time, so a model sharded because it does not fit on one device is
+    never whole on one for it."""
     if hasattr(tensors, "detach"):
         tensors = [tensors]
-    parts = [t.detach().reshape(-1) for t in tensors]
-    dtypes = {p.dtype for p in parts}
-    flat = torch.cat(parts) if len(dtypes) == 1 else torch.cat([p.float() for p in parts])
-    values = flat.float()
-    n = values.numel()
-    chunk = max(1, -(-n // SKETCH_SIZE))
-    signed = (values * _sign_pattern(n, values.device)).double()
-    padded = torch.zeros(chunk * SKETCH_SIZE, dtype=torch.float64, device=values.device)
-    padded[:n] = signed
-    numbers = torch.cat([values.norm().double().reshape(1), padded.view(SKETCH_SIZE, chunk).sum(1)])
-    numbers = numbers.tolist()
-    return {"hash": fingerprint_hash(flat), "norm": numbers[0], "sketch": numbers[1:]}
-
-
-def _gathered_fingerprint(tensors, gather):
-    """fingerprint() of the tensors' whole values, made whole one at a time by `gather` (FSDP2's
-    full_tensor(), a collective), so that no more than the largest is whole at once: a model
-    sharded because it does not fit on one device is never materialized for it. The hash is the
-    same bytes' (exact); norm and sketch sum the same terms in another order (float rounding)."""
     tensors = [t.detach() for t in tensors]
     n = sum(t.numel() for t in tensors)
     same_dtype = len({t.dtype for t in tensors}) <= 1
     chunk = max(1, -(-n // SKETCH_SIZE))
     digest = hashlib.blake2b(digest_size=8)
-    squares = torch.zeros((), dtype=torch.float64)
-    sketch = torch.zeros(SKETCH_SIZE, dtype=torch.float64)
+    device = tensors[0].device if tensors else torch.device("cpu")
+    size = min(_FINGERPRINT_PIECE, max([t.numel() for t in tensors] + [1]))
+    bits, scratch = (torch.empty(size, dtype=torch.int64, device=device) for _ in range(2))
+    values, signed = (torch.empty(size, dtype=torch.float64, device=device) for _ in range(2))
+    squares = torch.zeros((), dtype=torch.float64, device=device)
+    sketch = torch.zeros(SKETCH_SIZE, dtype=torch.float64, device=device)
     offset = 0
     for tensor in tensors:
-        whole = gather(tensor).reshape(-1)
-        whole = whole if same_dtype else whole.float()  # as fingerprint() concatenates them
-        for data in _tensor_bytes(whole):
-            digest.update(data)
-        values = whole.float()
-        squares += values.double().square().sum().cpu()
-        signed = (values * _signs(offset, values.numel(), values.device)).double().cpu()
-        first = 0
-        while first < signed.numel():  # the part of each sketch chunk this tensor holds
-            index = (offset + first) // chunk
-            last = min(signed.numel(), (index + 1) * chunk - offset)
-            sketch[index] += signed[first:last].sum()
-            first = last
-        offset += values.numel()
-    numbers = [float(squares.sqrt())] + sketch.tolist()
+        whole = (gather(tensor) if gather is not None else tensor).reshape(-1)
+        whole = whole if same_dtype else whole.float()
+        for start in range(0, whole.numel(), size):
+            piece = whole[start:start + size]
+            for data in _tensor_bytes(piece):
+                digest.update(data)
+            count = piece.numel()
+            x = values[:count].copy_(piece)
+            squares += torch.dot(x, x)
+            s = signed[:count].copy_(_sign_bits(offset, bits[:count], scratch[:count]))
+            s.mul_(2).sub_(1).mul_(x)
+            first = 0
+            while first < count:  # the part of each sketch chunk this piece holds
+                index = (offset + first) // chunk
+                last = min(count, (index + 1) * chunk - offset)
+                sketch[index] += s[first:last].sum()
+                first = last
+            offset += count
+    numbers = [squares.sqrt().item()] + sketch.tolist()
     return {"hash": digest.hexdigest(), "norm": numbers[0], "sketch": numbers[1:]}
 
 
@@ -1809,7 +1814,7 @@ class Step:
         if self._run.metrics.enabled:
             if self._run.fsdp:  # of the whole tensors, as a run without FSDP has them
                 self._run._collective("all_gather", self.number)
-                print_ = _gathered_fingerprint(tensors, _whole)
+                print_ = fingerprint(tensors, _whole)
             else:
                 print_ = fingerprint(tensors)
             self._run.metrics.write("fingerprint", dict(step=self.number, what=what, **print_))

@@ -238,18 +238,33 @@ class HelperUnits(unittest.TestCase):
         self.assertEqual(fp.rank_share(list(range(8)), 1, 2), [4, 5, 6, 7])
 
     @unittest.skipIf(torch is None, "needs torch")
-    def test_a_fingerprint_gathered_tensor_by_tensor_is_the_one_of_the_whole_buffer(self):
-        # FSDP2 fingerprints one whole parameter at a time: the same hash (the same bytes), and
-        # the same sketch and norm up to the order of their sums; chunks straddle tensors here.
+    def test_a_fingerprint_read_in_pieces_is_the_one_of_the_whole_buffer(self):
+        # The helper never concatenates a model to fingerprint it: pieces of a few elements here
+        # straddle the sketch's chunks and the tensors' ends, and give the whole buffer's hash,
+        # norm and sketch (up to the order of their sums); gathered (FSDP2) the same.
+        def of_the_buffer(tensors):
+            dtypes = {t.dtype for t in tensors}
+            flat = torch.cat([t.reshape(-1) if len(dtypes) == 1 else t.reshape(-1).float()
+                              for t in tensors])
+            values = flat.double()
+            n = values.numel()
+            chunk = -(-n // fp.SKETCH_SIZE)
+            signed = values * fp._signs(0, n, "cpu").double()
+            sketch = [signed[k * chunk:(k + 1) * chunk].sum().item() for k in range(16)]
+            return fp.fingerprint_hash(flat), values.norm().item(), sketch
+
         torch.manual_seed(3)
-        for tensors in ([torch.randn(7, 5), torch.randn(3), torch.randn(100)], [torch.randn(1)],
-                        [torch.randn(5), torch.randn(3).double()]):
-            whole = fp.fingerprint(tensors)
-            gathered = fp._gathered_fingerprint(tensors, lambda t: t)
-            self.assertEqual(gathered["hash"], whole["hash"])
-            self.assertAlmostEqual(gathered["norm"], whole["norm"], places=5)
-            for a, b in zip(gathered["sketch"], whole["sketch"]):
-                self.assertAlmostEqual(a, b, places=9)
+        for piece in (7, 1 << 20):
+            with unittest.mock.patch.object(fp, "_FINGERPRINT_PIECE", piece):
+                for tensors in ([torch.randn(7, 5), torch.randn(3), torch.randn(100)],
+                                [torch.randn(1)], [torch.randn(5), torch.randn(3).double()],
+                                [torch.randn(40).bfloat16(), torch.randn(9).bfloat16()]):
+                    want_hash, want_norm, want_sketch = of_the_buffer(tensors)
+                    for got in (fp.fingerprint(tensors), fp.fingerprint(tensors, lambda t: t)):
+                        self.assertEqual(got["hash"], want_hash)
+                        self.assertAlmostEqual(got["norm"], want_norm, places=9)
+                        for a, b in zip(got["sketch"], want_sketch):
+                            self.assertAlmostEqual(a, b, places=9)
 
     @unittest.skipIf(torch is None, "needs torch")
     def test_an_unknown_fsdp_checkpoint_form_is_refused_naming_the_forms(self):
@@ -270,7 +285,10 @@ class HelperUnits(unittest.TestCase):
 
         n = 5000
         signs = [1.0 if splitmix64(i) & 1 else -1.0 for i in range(n)]
-        self.assertEqual(fp._sign_pattern(n, "cpu").tolist(), signs)
+        self.assertEqual(fp._signs(0, n, "cpu").tolist(), signs)
+        far = 2**62 + 12345  # the int64 arithmetic wraps as the uint64 one
+        self.assertEqual(fp._signs(far, 100, "cpu").tolist(),
+                         [1.0 if splitmix64(i) & 1 else -1.0 for i in range(far, far + 100)])
         values = [torch.linspace(-1, 1, 3000), torch.arange(2000, dtype=torch.float32)]
         got = fp.fingerprint(values)
         flat = torch.cat(values).tolist()
