@@ -993,7 +993,7 @@ class Run:
             # After a SIGTERM the error is its aftermath (a DataLoader worker killed with the
             # script), raised before the watcher thread got the GIL: the end names the signal,
             # and the process dies of it as it would have without the helper.
-            terminated = self._sigterm_received
+            terminated = self._sigterm_received and os.getpid() == self._pid
             if not issubclass(kind, KeyboardInterrupt):
                 status = {"status": "terminated", "signal": "SIGTERM"} if terminated else {
                     "status": "error"}

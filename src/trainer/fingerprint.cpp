@@ -2,6 +2,9 @@
 // computes them identically and sketches of equal-sized buffers are comparable.
 #include "trainer/fingerprint.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/hash.hpp"
 
 namespace faultline::trainer {
@@ -15,33 +18,52 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-torch::Tensor sign_pattern(int64_t numel) {
-  auto signs = torch::empty({numel}, torch::kFloat);
-  float* out = signs.data_ptr<float>();
-  for (int64_t i = 0; i < numel; ++i)
-    out[i] = (splitmix64(static_cast<uint64_t>(i)) & 1) ? 1.0f : -1.0f;
-  return signs;
-}
-
 }  // namespace
+
+bool sketch_sign_is_positive(uint64_t index) {
+  return splitmix64(index) & 1;
+}
 
 Fingerprint Fingerprinter::operator()(const torch::Tensor& flat) {
   torch::NoGradGuard no_grad;
-  // On the host: the hash reads the bytes, and the sketch sums in the same order on any device.
-  const auto host = flat.to(torch::kCPU).contiguous();
-  auto values = host.to(torch::kFloat).contiguous();
+  // On the host, a piece at a time into buffers kept between calls: the hash reads the bytes,
+  // the sketch sums in the same order on any device, and a model as large as the device's
+  // memory needs no second copy of itself (nor a sign per element) to be fingerprinted.
+  const auto source = flat.reshape(-1);
+  const int64_t n = source.numel();
+  const int64_t chunk = std::max<int64_t>(1, (n + kSketchSize - 1) / kSketchSize);
+  const int64_t piece = std::max<int64_t>(1, std::min(options_.piece, n));
+  if (!bytes_.defined() || bytes_.numel() != piece || bytes_.dtype() != source.dtype())
+    bytes_ = torch::empty({piece}, source.options().device(torch::kCPU));
+  if (!values_.defined() || values_.numel() != piece)
+    values_ = torch::empty({piece}, torch::dtype(torch::kFloat));
+  Hasher hasher;
+  double squares = 0;
   Fingerprint fingerprint;
-  fingerprint.hash = hash_bytes(host.data_ptr(), host.numel() * host.element_size());
-  fingerprint.norm = values.norm().item<double>();
-  if (!signs_.defined() || signs_.numel() != values.numel()) signs_ = sign_pattern(values.numel());
-  auto signed_values = (values * signs_).to(torch::kDouble);
-  const int64_t chunk = (values.numel() + kSketchSize - 1) / kSketchSize;
-  for (int64_t k = 0; k < kSketchSize; ++k) {
-    const int64_t begin = std::min(values.numel(), k * chunk);
-    const int64_t length = std::min(values.numel() - begin, chunk);
-    fingerprint.sketch.push_back(
-        length > 0 ? signed_values.narrow(0, begin, length).sum().item<double>() : 0.0);
+  fingerprint.sketch.assign(kSketchSize, 0.0);
+  for (int64_t start = 0; start < n; start += piece) {
+    const int64_t count = std::min(piece, n - start);
+    auto bytes = bytes_.narrow(0, 0, count);
+    bytes.copy_(source.narrow(0, start, count));
+    hasher.update(bytes.data_ptr(), count * bytes.element_size());
+    auto values = values_.narrow(0, 0, count);
+    values.copy_(bytes);
+    const float* x = values.data_ptr<float>();
+    for (int64_t first = 0; first < count;) {  // the part of each sketch chunk this piece holds
+      const int64_t k = (start + first) / chunk;
+      const int64_t last = std::min(count, (k + 1) * chunk - start);
+      double signed_sum = 0;
+      for (int64_t i = first; i < last; ++i) {
+        const double value = x[i];
+        squares += value * value;
+        signed_sum += sketch_sign_is_positive(static_cast<uint64_t>(start + i)) ? value : -value;
+      }
+      fingerprint.sketch[k] += signed_sum;
+      first = last;
+    }
   }
+  fingerprint.hash = hasher.digest();
+  fingerprint.norm = std::sqrt(squares);
   return fingerprint;
 }
 

@@ -20,12 +20,25 @@ struct Fingerprint {
   std::vector<double> sketch;
 };
 
+// s_i of the sketch: the low bit of splitmix64(i) (probes/python/faultline_probe.py has the same).
+bool sketch_sign_is_positive(uint64_t index);
+
+struct FingerprintOptions {
+  // Elements read at a time: the host buffers a fingerprint keeps are this many, whatever the
+  // buffer's size.
+  int64_t piece = int64_t{1} << 20;
+};
+
 class Fingerprinter {
  public:
+  explicit Fingerprinter(FingerprintOptions options = {}) : options_(options) {}
+  // Of the buffer's elements in order; any dtype and device (values are summed as float32).
   Fingerprint operator()(const torch::Tensor& flat);
 
  private:
-  torch::Tensor signs_;  // the ±1 pattern, built once for the buffer's size
+  FingerprintOptions options_;
+  torch::Tensor bytes_;   // a piece as stored, on the host
+  torch::Tensor values_;  // the piece as float32
 };
 
 }  // namespace faultline::trainer

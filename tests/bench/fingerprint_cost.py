@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""What the helper's fingerprint of a model's parameters costs (probes/python/README.md,
-"Fingerprints"): seconds per fingerprint and the memory it takes beyond the model, for a model of
+"""What the helper's fingerprint of a model's parameters costs (docs/external-trainers.md, "The
+helper's cost"): seconds per fingerprint and the memory it takes beyond the model, for a model of
 --params parameters in --tensors equal tensors. Each repeat runs in a fresh process, so its peak
 resident size (ru_maxrss) less the size after making the model is the fingerprint's own; the
 first call and a second one (after anything cached) are timed.
