@@ -616,6 +616,10 @@ def _set_rng_state(state):
 # made once per fingerprint and reused, as a fresh mapping per op costs more than the op here.
 _FINGERPRINT_PIECE = 1 << 20
 
+# Elements per allreduce of the helper's own gradient averaging (64 MiB in float32), as DDP's
+# buckets: the copy it averages in is this large, not the size of every gradient together.
+_ALLREDUCE_BUCKET = 1 << 24
+
 
 def _signed64(c):
     return c - (1 << 64) if c >= 1 << 63 else c
@@ -1711,19 +1715,50 @@ class Step:
                 self._write_fingerprint("grads", grads)
             self._loss_sum = loss
             return
-        dtype = _reduce_dtype(grads)
-        flat = torch.cat([g.reshape(-1).to(dtype) for g in grads] + [loss.reshape(1).to(dtype)])
         if replica and due:
-            self._write_fingerprint("grads", flat[:-1])
-        self._average(flat)
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p).to(p.dtype)
-            offset += n
-        self._loss_sum = flat[-1]
+            self._write_fingerprint("grads", grads)
+        for p, g in zip(params, grads):
+            p.grad = g  # a parameter without one gets the zeros the others are averaged with
+        self._loss_sum = self._average_in_buckets(grads, loss.detach().reshape(1).clone())[0]
         if due and not replica:
-            self._write_fingerprint("grads", flat[:-1])
+            self._write_fingerprint("grads", grads)
+
+    def _average_in_buckets(self, grads, loss):
+        """Averages the gradients in place, and the loss, over the ranks (in float64 if any
+        gradient is, else float32), in allreduces of about _ALLREDUCE_BUCKET elements under one
+        heartbeat: a copy of every gradient at once would take as much memory again as they do.
+        `loss` (one element, the caller's own copy) is averaged in place and returned."""
+        dtype = _reduce_dtype(grads)
+        loss = loss.to(dtype)  # averaged with the gradients, in their dtype
+
+        def alone(tensor):  # large enough to be averaged in place, without a copy
+            return (tensor.numel() >= _ALLREDUCE_BUCKET and tensor.dtype == dtype
+                    and tensor.is_contiguous())
+
+        buckets, bucket, size = [], [], 0
+        for tensor in grads + [loss]:
+            if bucket and (alone(tensor) or size + tensor.numel() > _ALLREDUCE_BUCKET):
+                buckets.append(bucket)
+                bucket, size = [], 0
+            bucket.append(tensor)
+            size += tensor.numel()
+        buckets.append(bucket)
+
+        def average(bucket):
+            if len(bucket) == 1 and alone(bucket[0]):
+                self._all_reduce(bucket[0])
+                return
+            flat = torch.cat([t.reshape(-1).to(dtype) for t in bucket])
+            self._all_reduce(flat)
+            offset = 0
+            for t in bucket:
+                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                offset += t.numel()
+
+        with self._timed_collective():
+            for bucket in buckets:
+                average(bucket)
+        return loss
 
     def _all_reduce_loss(self, loss, grads, due):
         """Under DDP and FSDP2 the gradients came averaged out of the backward pass; the step's
@@ -1738,15 +1773,24 @@ class Step:
     def _average(self, tensor):
         """Averages `tensor` over the ranks in place: one allreduce, its heartbeat written first,
         timed as comm_ms."""
+        with self._timed_collective():
+            self._all_reduce(tensor)
+
+    def _all_reduce(self, tensor):
         import torch.distributed as dist
+        dist.all_reduce(tensor)
+        tensor.div_(self._run.world_size)
+
+    @contextlib.contextmanager
+    def _timed_collective(self):
+        """One allreduce heartbeat, written first, for the allreduces inside; timed as comm_ms."""
         run = self._run
         cuda = run.device.type == "cuda"
         if cuda:
             torch.cuda.synchronize(run.device)
         t0, cpu0 = time.perf_counter(), time.thread_time()
         run._collective("allreduce", self.number)
-        dist.all_reduce(tensor)
-        tensor.div_(run.world_size)
+        yield
         if cuda:
             torch.cuda.synchronize(run.device)
         self._comm_ms += (time.perf_counter() - t0) * 1000
