@@ -4,8 +4,8 @@
 # the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
 # data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
 # PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio), a planted NaN through
-# isolate, fp16 with torch's GradScaler, a helper run resumed bitwise from its own checkpoint, and
-# full probes inside a torch.compile'd model; prints a summary.
+# isolate, fp16 with torch's GradScaler, a helper run resumed bitwise from its own checkpoint, full
+# probes inside a torch.compile'd model, and what the helper's fingerprint costs; prints a summary.
 #
 #   bash tests/gpu/run.sh [all|build|check]   # results and logs in $FAULTLINE_GPU_OUT
 #                                             # (default build-gpu/out)
@@ -400,6 +400,16 @@ PY
   record PASS "torch.compile (inductor) on cuda, full probes name the module: $figures"
 else
   record FAIL "torch.compile (inductor) on cuda: $figures (see $out/compiled.log)"
+fi
+
+# ---- 10. what the helper's fingerprint (every 10th step by default) costs on the GPU: 500 M
+# float32 parameters in 100 tensors, read in pieces (the hash on the host): seconds a call and
+# device memory beyond the model (docs/external-trainers.md, "The helper's cost")
+if run_step fingerprint-cost 90 python3 "$root/tests/bench/fingerprint_cost.py" --device cuda \
+  --params 500000000 --repeats 1; then
+  record PASS "helper fingerprint on cuda: $(tail -n 3 "$out/fingerprint-cost.log" | tr -s ' ' | paste -sd ';')"
+else
+  record FAIL "helper fingerprint on cuda (see $out/fingerprint-cost.log)"
 fi
 
 finish checks
