@@ -33,9 +33,13 @@ Fingerprint Fingerprinter::operator()(const torch::Tensor& flat) {
   const int64_t n = source.numel();
   const int64_t chunk = std::max<int64_t>(1, (n + kSketchSize - 1) / kSketchSize);
   const int64_t piece = std::max<int64_t>(1, std::min(options_.piece, n));
-  if (!bytes_.defined() || bytes_.numel() != piece || bytes_.dtype() != source.dtype())
+  // A buffer already on the host and contiguous (the CPU trainer's) is read where it is, and
+  // float32 bytes are already the values: only what is not gets copied, a piece at a time.
+  const bool on_host = source.is_cpu() && source.is_contiguous();
+  if (!on_host &&
+      (!bytes_.defined() || bytes_.numel() != piece || bytes_.dtype() != source.dtype()))
     bytes_ = torch::empty({piece}, source.options().device(torch::kCPU));
-  if (!values_.defined() || values_.numel() != piece)
+  if (source.scalar_type() != torch::kFloat && (!values_.defined() || values_.numel() != piece))
     values_ = torch::empty({piece}, torch::dtype(torch::kFloat));
   Hasher hasher;
   double squares = 0;
@@ -43,11 +47,11 @@ Fingerprint Fingerprinter::operator()(const torch::Tensor& flat) {
   fingerprint.sketch.assign(kSketchSize, 0.0);
   for (int64_t start = 0; start < n; start += piece) {
     const int64_t count = std::min(piece, n - start);
-    auto bytes = bytes_.narrow(0, 0, count);
-    bytes.copy_(source.narrow(0, start, count));
+    auto bytes = source.narrow(0, start, count);
+    if (!on_host) bytes = bytes_.narrow(0, 0, count).copy_(bytes);
     hasher.update(bytes.data_ptr(), count * bytes.element_size());
-    auto values = values_.narrow(0, 0, count);
-    values.copy_(bytes);
+    const auto values =
+        bytes.scalar_type() == torch::kFloat ? bytes : values_.narrow(0, 0, count).copy_(bytes);
     const float* x = values.data_ptr<float>();
     for (int64_t first = 0; first < count;) {  // the part of each sketch chunk this piece holds
       const int64_t k = (start + first) / chunk;

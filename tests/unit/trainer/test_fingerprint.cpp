@@ -79,6 +79,16 @@ TEST(Fingerprint, ABufferOfAnotherDtypeHashesItsOwnBytesAndSumsItsValues) {
   EXPECT_NE(fingerprinter(halves).hash, fingerprinter(floats).hash);
 }
 
+TEST(Fingerprint, AStridedBufferIsCopiedAPieceAtATimeAndFingerprintsItsValues) {
+  torch::manual_seed(7);
+  const auto every_other = torch::randn({200}).slice(0, 0, 200, 2);  // a view of stride 2
+  ASSERT_FALSE(every_other.is_contiguous());
+  Fingerprinter fingerprinter = in_pieces_of(16);
+  expect_same(fingerprinter(every_other), of_the_whole(every_other));
+  expect_same(fingerprinter(every_other.to(torch::kBFloat16)),
+              of_the_whole(every_other.to(torch::kBFloat16)));
+}
+
 TEST(Fingerprint, OneChangedValueChangesTheHashAndMovesOneChunkOfTheSketch) {
   torch::manual_seed(6);
   const auto buffer = torch::randn({1600});
