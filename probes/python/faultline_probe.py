@@ -612,7 +612,7 @@ def _set_rng_state(state):
 # ------------------------------------------------------------------------------------------------
 # Fingerprints: hash, norm and a 16-number sketch (docs/metrics-protocol.md, docs/ranks.md).
 
-# Elements per piece a fingerprint reads at a time: its scratch buffers (three of 8 MiB) are
+# Elements per piece a fingerprint reads at a time: its scratch buffers (four of 8 MiB) are
 # made once per fingerprint and reused, as a fresh mapping per op costs more than the op here.
 _FINGERPRINT_PIECE = 1 << 20
 
@@ -645,13 +645,6 @@ def _sign_bits(start, x, t):
     x ^= t
     x &= 1
     return x
-
-
-def _signs(start, count, device):
-    """s_i = +1 if the low bit of splitmix64(i) is set, else -1, for i in [start, start + count)."""
-    x = torch.empty(count, dtype=torch.int64, device=device)
-    bits = _sign_bits(start, x, torch.empty_like(x))
-    return bits.to(torch.float32) * 2 - 1
 
 
 def fingerprint(tensors, gather=None):

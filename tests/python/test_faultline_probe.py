@@ -72,6 +72,13 @@ def run_script(tmp, code, returncode):
     return read_records(path), result.stderr
 
 
+def signs(start, count):
+    """s_i = +1 if the low bit of splitmix64(i) is set, else -1, for i in [start, start + count),
+    from the helper's in-place bits."""
+    x = torch.empty(count, dtype=torch.int64)
+    return fp._sign_bits(start, x, torch.empty_like(x)).to(torch.float32) * 2 - 1
+
+
 def run_in(tmp, case, **environ):
     """A Run in this process, as faultline would start it: metrics and output in `tmp`."""
     return fp.Run(config={"case": case}, seed=1, threads=1,
@@ -249,7 +256,7 @@ class HelperUnits(unittest.TestCase):
             values = flat.double()
             n = values.numel()
             chunk = -(-n // fp.SKETCH_SIZE)
-            signed = values * fp._signs(0, n, "cpu").double()
+            signed = values * signs(0, n).double()
             sketch = [signed[k * chunk:(k + 1) * chunk].sum().item() for k in range(16)]
             return fp.fingerprint_hash(flat), values.norm().item(), sketch
 
@@ -284,16 +291,16 @@ class HelperUnits(unittest.TestCase):
             return x ^ (x >> 31)
 
         n = 5000
-        signs = [1.0 if splitmix64(i) & 1 else -1.0 for i in range(n)]
-        self.assertEqual(fp._signs(0, n, "cpu").tolist(), signs)
+        defined = [1.0 if splitmix64(i) & 1 else -1.0 for i in range(n)]
+        self.assertEqual(signs(0, n).tolist(), defined)
         far = 2**62 + 12345  # the int64 arithmetic wraps as the uint64 one
-        self.assertEqual(fp._signs(far, 100, "cpu").tolist(),
+        self.assertEqual(signs(far, 100).tolist(),
                          [1.0 if splitmix64(i) & 1 else -1.0 for i in range(far, far + 100)])
         values = [torch.linspace(-1, 1, 3000), torch.arange(2000, dtype=torch.float32)]
         got = fp.fingerprint(values)
         flat = torch.cat(values).tolist()
         chunk = -(-n // 16)
-        want = [sum(signs[i] * flat[i] for i in range(k * chunk, min(n, (k + 1) * chunk)))
+        want = [sum(defined[i] * flat[i] for i in range(k * chunk, min(n, (k + 1) * chunk)))
                 for k in range(16)]
         for a, b in zip(got["sketch"], want):
             self.assertAlmostEqual(a, b, delta=1e-6 * max(1.0, abs(b)))
