@@ -245,7 +245,7 @@ CommitBisectResult CommitBisect::result() const {
 nlohmann::json CommitBisect::to_json() const {
   nlohmann::json pending = nlohmann::json::array();
   for (const std::size_t node : pending_) pending.push_back(graph_.id(node));
-  return {{"kind", "commit_bisect"},
+  return {{"kind", kStateKind},
           {"version", 1},
           {"commits", commit_detail::commits_to_json(graph_.commits())},
           {"good", initial_good_},
@@ -258,7 +258,7 @@ nlohmann::json CommitBisect::to_json() const {
 // field exactly, and the proposals that were out are handed out again by next().
 CommitBisect CommitBisect::from_json(const nlohmann::json& state) {
   try {
-    if (state.at("kind") != "commit_bisect" || state.at("version") != 1)
+    if (state.at("kind") != kStateKind || state.at("version") != 1)
       throw std::invalid_argument("commit bisect state: not a version 1 commit_bisect state");
     CommitBisect search(commit_detail::commits_from_json(state.at("commits")),
                         state.at("good").get<std::vector<std::string>>(),

@@ -131,13 +131,6 @@ std::vector<char> candidate_marks(const CommitGraph& graph, const std::vector<st
 
 namespace commit_detail {
 
-Observation observation_from_string(const std::string& text) {
-  if (text == "good") return Observation::Good;
-  if (text == "bad") return Observation::Bad;
-  if (text == "skip") return Observation::Skip;
-  throw std::invalid_argument("bisect state: unknown verdict '" + text + "'");
-}
-
 std::vector<CommitVerdicts> count_verdicts(
     const std::vector<std::pair<std::string, Observation>>& log) {
   std::vector<CommitVerdicts> verdicts;

@@ -100,6 +100,7 @@ class CommitBisect {
   // The commits the first bad one may still be, in input (rev-list) order.
   std::vector<std::string> candidates() const;
 
+  static constexpr const char* kStateKind = "commit_bisect";  // to_json's "kind"
   nlohmann::json to_json() const;
   static CommitBisect from_json(const nlohmann::json& state);  // std::invalid_argument if bad
 
@@ -128,7 +129,6 @@ class CommitBisect {
 
 // Shared by the commit searches; not part of their interface.
 namespace commit_detail {
-Observation observation_from_string(const std::string& text);
 std::vector<CommitVerdicts> count_verdicts(
     const std::vector<std::pair<std::string, Observation>>& log);
 nlohmann::json commits_to_json(const std::vector<Commit>& commits);

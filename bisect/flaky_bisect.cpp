@@ -182,7 +182,7 @@ FlakyBisectResult FlakyBisect::result() const {
 nlohmann::json FlakyBisect::to_json() const {
   nlohmann::json pending = nlohmann::json::array();
   for (const std::size_t node : pending_) pending.push_back(graph_.id(node));
-  return {{"kind", "flaky_bisect"},
+  return {{"kind", kStateKind},
           {"version", 1},
           {"commits", commit_detail::commits_to_json(graph_.commits())},
           {"good", initial_good_},
@@ -200,7 +200,7 @@ nlohmann::json FlakyBisect::to_json() const {
 // Replaying the verdicts in order recomputes the posterior bit for bit.
 FlakyBisect FlakyBisect::from_json(const nlohmann::json& state) {
   try {
-    if (state.at("kind") != "flaky_bisect" || state.at("version") != 1)
+    if (state.at("kind") != kStateKind || state.at("version") != 1)
       throw std::invalid_argument("flaky bisect state: not a version 1 flaky_bisect state");
     const nlohmann::json& o = state.at("options");
     FlakyOptions options{o.at("p_bad_looks_good").get<double>(),

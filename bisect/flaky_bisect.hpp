@@ -67,6 +67,7 @@ class FlakyBisect {
   double posterior(const std::string& commit) const;  // P(commit is the culprit)
   double posterior_no_culprit() const { return no_culprit_; }
 
+  static constexpr const char* kStateKind = "flaky_bisect";  // to_json's "kind"
   nlohmann::json to_json() const;
   static FlakyBisect from_json(const nlohmann::json& state);  // std::invalid_argument if bad
 
@@ -103,6 +104,7 @@ class MajorityBisect {
   CommitBisectResult result() const;
   int evaluations() const { return static_cast<int>(runs_.size()); }
 
+  static constexpr const char* kStateKind = "majority_bisect";  // to_json's "kind"
   nlohmann::json to_json() const;
   static MajorityBisect from_json(const nlohmann::json& state);  // std::invalid_argument
 

@@ -56,7 +56,7 @@ CommitBisectResult MajorityBisect::result() const {
 }
 
 nlohmann::json MajorityBisect::to_json() const {
-  return {{"kind", "majority_bisect"},
+  return {{"kind", kStateKind},
           {"version", 1},
           {"reruns", reruns_},
           {"inner", inner_.to_json()},
@@ -69,7 +69,7 @@ nlohmann::json MajorityBisect::to_json() const {
 // Runs that were out when the state was saved are handed out again by next().
 MajorityBisect MajorityBisect::from_json(const nlohmann::json& state) {
   try {
-    if (state.at("kind") != "majority_bisect" || state.at("version") != 1)
+    if (state.at("kind") != kStateKind || state.at("version") != 1)
       throw std::invalid_argument("majority bisect state: not a version 1 majority_bisect state");
     MajorityBisect search(CommitBisect::from_json(state.at("inner")),
                           state.at("reruns").get<int>());

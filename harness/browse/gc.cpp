@@ -11,6 +11,7 @@
 #include <set>
 #include <system_error>
 
+#include "common/event_names.hpp"
 #include "harness/browse/run_list.hpp"
 #include "harness/trial/trial_cache.hpp"
 
@@ -61,7 +62,7 @@ std::vector<std::string> checkpoints_of(const std::vector<EventRecord>& events,
                                         const std::string& dir) {
   std::set<std::string> paths;
   for (const auto& event : events) {
-    if (event.name != "checkpoint") continue;
+    if (event.name != kCheckpointEvent) continue;
     const auto fields = json::parse(event.json, nullptr, false);
     if (!fields.is_object() || !fields.contains("path") || !fields["path"].is_string()) continue;
     fs::path path = fields["path"].get<std::string>();
@@ -130,7 +131,7 @@ GcPlan plan_gc(const store::Store& store, const GcOptions& options) {
       const auto ended = parse_utc(run.ended_at.empty() ? run.started_at : run.ended_at);
       if (!ended || *ended >= *options.older_than) continue;
     }
-    const auto events = store.events(run.id, {"checkpoint"});
+    const auto events = store.events(run.id, {kCheckpointEvent});
     const std::string dir = run_directory(run, events);
     std::error_code error;
     if (dir.empty() || !fs::is_directory(dir, error)) continue;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/text.hpp"
+#include "harness/trial/trial.hpp"
 
 namespace faultline::harness {
 
@@ -38,8 +39,9 @@ std::string recipe_name(const std::string& config_path) {
 bool matches(const store::RunInfo& run, const RunFilter& filter) {
   if (filter.trials == TrialsShown::Hidden && origin_of(run.parent) == RunOrigin::SearchTrial)
     return false;
-  if (filter.verdicts == VerdictsShown::FailedOnly && run.verdict != "fail" &&
-      run.verdict != "infra_error")
+  const auto verdict = parse_verdict(run.verdict);
+  if (filter.verdicts == VerdictsShown::FailedOnly && verdict != Verdict::Fail &&
+      verdict != Verdict::InfraError)
     return false;
   if (!filter.recipe.empty() && filter.recipe != run.config_path &&
       filter.recipe != recipe_name(run.config_path))

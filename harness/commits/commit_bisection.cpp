@@ -29,7 +29,7 @@ class Search {
       plain_.emplace(commits, good, bad);
   }
   explicit Search(const nlohmann::json& state) {
-    if (state.at("kind") == "flaky_bisect")
+    if (state.at("kind") == bisect::FlakyBisect::kStateKind)
       flaky_.emplace(bisect::FlakyBisect::from_json(state));
     else
       plain_.emplace(bisect::CommitBisect::from_json(state));

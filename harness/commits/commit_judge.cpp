@@ -42,11 +42,8 @@ CommitRun commit_run_from_json(const nlohmann::json& json) {
   CommitRun run;
   run.commit = json.at("commit").get<std::string>();
   run.run = json.at("run").get<int>();
-  const std::string verdict = json.at("verdict").get<std::string>();
-  run.observation = verdict == "good"  ? bisect::Observation::Good
-                    : verdict == "bad" ? bisect::Observation::Bad
-                                       : bisect::Observation::Skip;
-  run.stage = json.at("stage").get<std::string>();
+  run.observation = bisect::observation_from_string(json.at("verdict").get<std::string>());
+  run.stage = json.at("stage").get<CommitStage>();
   run.detail = json.at("detail").get<std::string>();
   run.log = json.at("log").get<std::string>();
   run.run_id = json.at("run_id").get<int64_t>();
@@ -116,13 +113,13 @@ nlohmann::json CommitJudge::identity() const {
   return identity;
 }
 
-nlohmann::json CommitJudge::verdict_identity(const std::string& commit, int run,
-                                             const std::string& role) {
+nlohmann::json CommitJudge::verdict_identity(const std::string& commit, int run, RunRole role) {
   nlohmann::json identity = {{"kind", "commit"}, {"v", 1},     {"role", role},
                              {"commit", commit}, {"run", run}, {"judge", this->identity()}};
-  if (baseline_tokens_per_s_ && role != "baseline")
+  if (baseline_tokens_per_s_ && role != RunRole::Baseline)
     identity["baseline_tokens_per_s"] = *baseline_tokens_per_s_;
-  if (!reference_digest_.empty() && role == "verdict") identity["reference"] = reference_digest_;
+  if (!reference_digest_.empty() && role == RunRole::Verdict)
+    identity["reference"] = reference_digest_;
   return identity;
 }
 
@@ -170,7 +167,7 @@ std::optional<std::string> CommitJudge::prepare(const std::string& commit) {
 }
 
 CommitRun CommitJudge::judge(const std::string& commit, int run) {
-  const nlohmann::json identity = verdict_identity(commit, run, "verdict");
+  const nlohmann::json identity = verdict_identity(commit, run, RunRole::Verdict);
   const std::string hash = trial_hash(identity);
   if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
     CommitRun cached = commit_run_from_json(nlohmann::json::parse(*stored->outcome_json));
@@ -191,7 +188,7 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
     result.commit = commit;
     result.run = run;
     result.observation = bisect::Observation::Skip;
-    result.stage = "build";
+    result.stage = CommitStage::Build;
     result.detail = last_build_failure_;
     if (last_build_source_ == FailureSource::Store) {
       result.cached = true;
@@ -206,9 +203,8 @@ CommitRun CommitJudge::judge(const std::string& commit, int run) {
   return result;
 }
 
-CommitRun CommitJudge::passing_good_run(const std::string& good_commit, int run,
-                                        const std::string& role, int64_t seed_offset,
-                                        const std::string& purpose) {
+CommitRun CommitJudge::passing_good_run(const std::string& good_commit, int run, RunRole role,
+                                        int64_t seed_offset, const std::string& purpose) {
   const nlohmann::json identity = verdict_identity(good_commit, run, role);
   const std::string hash = trial_hash(identity);
   if (auto stored = store_.find_trial(hash); stored && stored->outcome_json) {
@@ -238,13 +234,13 @@ CommitRun CommitJudge::passing_good_run(const std::string& good_commit, int run,
 }
 
 CommitRun CommitJudge::measure_baseline(const std::string& good_commit) {
-  CommitRun result = passing_good_run(good_commit, 0, "baseline", -1,
+  CommitRun result = passing_good_run(good_commit, 0, RunRole::Baseline, -1,
                                       "--kind slow compares against a run of the good commit");
   release(good_commit);
   if (result.tokens_per_s <= 0)
     throw UserError("the good commit's run reports no tokens/s", "--good " + good_commit,
                     "--kind slow compares throughput: the trainer must report it");
-  result.stage = "baseline";
+  result.stage = CommitStage::Baseline;
   baseline_tokens_per_s_ = result.tokens_per_s;
   return result;
 }

@@ -48,12 +48,28 @@ struct CommitJudgeOptions {
   WorktreeUse worktrees = WorktreeUse::Remove;
 };
 
+// Where a commit run's verdict came from: the commit's build (it failed), its --test command, a
+// recipe trial; or the good commit's run as the --kind slow baseline or a loss reference.
+enum class CommitStage { Build, Test, Trial, Baseline, Reference };
+NLOHMANN_JSON_SERIALIZE_ENUM(CommitStage, {{CommitStage::Build, "build"},
+                                           {CommitStage::Test, "test"},
+                                           {CommitStage::Trial, "trial"},
+                                           {CommitStage::Baseline, "baseline"},
+                                           {CommitStage::Reference, "reference"}})
+
+// What a run was for, in the trial cache's key: a verdict on a commit, or a run of the good
+// commit that must pass (the baseline, a reference seed).
+enum class RunRole { Verdict, Baseline, Reference };
+NLOHMANN_JSON_SERIALIZE_ENUM(RunRole, {{RunRole::Verdict, "verdict"},
+                                       {RunRole::Baseline, "baseline"},
+                                       {RunRole::Reference, "reference"}})
+
 // One judged run of a commit.
 struct CommitRun {
   std::string commit;
   int run = 0;  // the n-th run of this commit (0-based); reruns come only with --flaky
   bisect::Observation observation = bisect::Observation::Skip;
-  std::string stage;   // "build" | "test" | "trial" | "baseline"
+  CommitStage stage = CommitStage::Trial;
   std::string detail;  // "exit 1", "build failed: exit 2", "fail: loss_spike at step 7", ...
   std::string log;     // the command's output, or the trial's run directory
   int64_t run_id = 0;  // recipe runs: the stored run
@@ -99,7 +115,7 @@ class CommitJudge {
   int reused() const { return reused_; }      // verdicts taken from the store
 
  private:
-  nlohmann::json verdict_identity(const std::string& commit, int run, const std::string& role);
+  nlohmann::json verdict_identity(const std::string& commit, int run, RunRole role);
   std::optional<std::string> prepare(const std::string& commit);  // worktree path, or nullopt
   CommitRun run_test(const std::string& commit, int run, const std::string& tree);
   // `kind`: the failure kind that makes the run bad (nullopt: any).
@@ -109,7 +125,7 @@ class CommitJudge {
   // Run `run` of the good commit (the baseline, a reference seed), from the store when it ran
   // before; UserError (hint: `purpose`) when it does not build or pass. `seed_offset` >= 0:
   // on train.seed + seed_offset.
-  CommitRun passing_good_run(const std::string& good_commit, int run, const std::string& role,
+  CommitRun passing_good_run(const std::string& good_commit, int run, RunRole role,
                              int64_t seed_offset, const std::string& purpose);
   // The recipe's path at a commit's tree (a relative one inside it when it exists there).
   std::string recipe_in(const std::string& tree) const;

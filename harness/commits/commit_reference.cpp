@@ -38,9 +38,9 @@ CommitJudge::SeedReference CommitJudge::measure_reference(const std::string& goo
   auto runs = std::make_shared<std::vector<std::vector<StepRecord>>>();
   for (int k = 0; k < options_.reference_seeds; ++k) {
     CommitRun result =
-        passing_good_run(good_commit, k, "reference", kReferenceSeedOffset + k,
+        passing_good_run(good_commit, k, RunRole::Reference, kReferenceSeedOffset + k,
                          "--kind loss_regression runs the good commit as the reference");
-    result.stage = "reference";
+    result.stage = CommitStage::Reference;
     runs->push_back(store_.steps(result.run_id));
     reference.runs.push_back(result);
   }

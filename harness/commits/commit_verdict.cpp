@@ -95,7 +95,7 @@ CommitRun CommitJudge::run_test(const std::string& commit, int run, const std::s
   CommitRun verdict;
   verdict.commit = commit;
   verdict.run = run;
-  verdict.stage = "test";
+  verdict.stage = CommitStage::Test;
   verdict.log = spec.output_path;
   verdict.detail = describe(result, spec);
   // git bisect run: 0 good, 125 skip, 1..127 bad, anything else aborts. A timeout is bad, as
@@ -129,7 +129,7 @@ CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std:
   CommitRun verdict;
   verdict.commit = commit;
   verdict.run = run;
-  verdict.stage = "trial";
+  verdict.stage = CommitStage::Trial;
   verdict.observation = Observation::Skip;
   const std::string trainer = tree + "/" + options_.trainer_path;
   const fs::path recipe = recipe_in(tree);

@@ -2,6 +2,8 @@
 // trainer's own keys are whatever its recipe sets, so `--set` may only change those.
 #include "harness/contract/command_recipe.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,7 +106,8 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
       if (std::find(ask_names().begin(), ask_names().end(), key.substr(10)) == ask_names().end())
         errors.add("unknown key '" + key + "'", value.origin,
                    "faultline.* keys are what a search asks of the trainer: " +
-                       join(ask_names(), ", ") + guess(key.substr(10), ask_names()));
+                       fmt::format("{}", fmt::join(ask_names(), ", ")) +
+                       guess(key.substr(10), ask_names()));
       continue;
     }
     std::string hint = "a command trainer's keys are those its recipe sets (" + source.name() +

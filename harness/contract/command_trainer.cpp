@@ -1,5 +1,7 @@
 // A command trainer's [trainer] section: its command and fragments, how its records arrive, and
 // what it provides. Problems are collected for the caller to report with the others.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <filesystem>
 
@@ -110,7 +112,7 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
       auto names = capability_names();
       names.push_back(kHelper);
       errors.add("unknown capability '" + name + "'", where("trainer.provides", source),
-                 "valid: " + join(names, ", ") + guess(name, names));
+                 "valid: " + fmt::format("{}", fmt::join(names, ", ")) + guess(name, names));
     }
   }
   if (!trainer.resume.empty()) add_capability(trainer.provides, Capability::Resume);

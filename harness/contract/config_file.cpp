@@ -3,6 +3,8 @@
 // module.
 #include "harness/contract/config_file.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 #include <filesystem>
 #include <fstream>
@@ -135,7 +137,7 @@ std::string dotted(const std::string& pointer) {
     for (size_t at; (at = part.find("~0")) != std::string::npos;) part.replace(at, 2, "~");
     parts.push_back(part);
   }
-  return join(parts, ".");
+  return fmt::format("{}", fmt::join(parts, "."));
 }
 
 json json_of(const ConfigValue& value) {

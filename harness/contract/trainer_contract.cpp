@@ -14,6 +14,7 @@
 
 #include "common/config.hpp"
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "store/store.hpp"
@@ -213,7 +214,7 @@ double TrainerContract::data_fraction(const TrialSpec& spec) const {
 
 std::vector<Checkpoint> named_checkpoints(const store::Store& store, int64_t run_id) {
   std::vector<Checkpoint> named;
-  for (const auto& event : store.events(run_id, {"checkpoint", "resume"})) {
+  for (const auto& event : store.events(run_id, {kCheckpointEvent, kResumeEvent})) {
     const auto fields = nlohmann::json::parse(event.json, nullptr, false);
     if (fields.is_discarded() || !fields.contains("path") || !fields.contains("step") ||
         !fields["path"].is_string() || !fields["step"].is_number())

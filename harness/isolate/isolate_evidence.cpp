@@ -5,6 +5,7 @@
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/trial/import_run.hpp"
 #include "harness/trial/run_facts.hpp"
+#include "harness/trial/trial.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness::isolate {
@@ -47,8 +48,9 @@ Evidence load_evidence(Context& context, int64_t run_id) {
       failures.push_back({*kind, f.step, f.rank, f.detail, f.shown_by});
   auto failure = primary_failure(failures);
   // A multi-rank run that passed may still hide ranks that disagree (silent corruption).
-  const bool rank_check = run->verdict == "pass" && run->ranks > 1;
-  if (!rank_check && (run->verdict != "fail" || !failure))
+  const auto verdict = parse_verdict(run->verdict);
+  const bool rank_check = verdict == Verdict::Pass && run->ranks > 1;
+  if (!rank_check && (verdict != Verdict::Fail || !failure))
     throw UserError(
         "run " + std::to_string(run->id) + " did not fail (verdict '" + run->verdict + "')",
         "--run",

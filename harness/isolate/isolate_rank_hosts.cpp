@@ -37,7 +37,7 @@ std::optional<std::vector<std::string>> hosts_keeping(const std::vector<std::str
 }  // namespace
 
 std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
-                             const FingerprintRecord* expected, const std::string& what,
+                             const FingerprintRecord* expected, Fingerprinted what,
                              const std::vector<std::string>& failing_hosts,
                              const std::vector<std::string>& rank_hosts, RankLocation& location) {
   const int world = spec.ranks;

@@ -49,7 +49,7 @@ std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
 int64_t fingerprinted_before(const std::vector<FingerprintRecord>& prints, int64_t step) {
   int64_t last = 0;
   for (const auto& record : prints)
-    if (record.what == "params" && record.rank == 0 && record.step < step)
+    if (record.is(Fingerprinted::Params) && record.rank == 0 && record.step < step)
       last = std::max(last, record.step);
   return last;
 }
@@ -82,7 +82,7 @@ struct Checked {
   std::optional<ReplicaCheck> check;
   Outcome reference;  // one rank fed the same batch
   std::vector<RankAgreement> agreement;
-  std::string compared;  // the fingerprint compared: "grads", or "params" where those agreed
+  Fingerprinted compared = Fingerprinted::Grads;  // Params where the gradients agreed
 };
 
 // Every rank fed the same batch at `step` from the state before it, against one rank fed it.
@@ -104,14 +104,14 @@ void replica_check_at(Context& context, const TrialSpec& spec, const Outcome& lo
   require_ran(checked.reference, "the 1-rank reference replay");
   const auto replica_prints = context.store.fingerprints(location.replica_outcome.run_id);
   const auto reference_prints = context.store.fingerprints(checked.reference.run_id);
-  for (const char* what : {"grads", "params"}) {
+  for (Fingerprinted what : {Fingerprinted::Grads, Fingerprinted::Params}) {
     checked.compared = what;
     checked.agreement = compare_ranks(replica_prints, print_at(reference_prints, what, step), step,
                                       kRankTolerance, what);
     location.ranks = odd_ranks(checked.agreement);
     if (!location.ranks.empty()) break;
   }
-  location.phase = checked.compared == "params" ? "optimizer" : "backward";
+  location.phase = checked.compared == Fingerprinted::Params ? "optimizer" : "backward";
 }
 
 // How the step was found: the first part of the detail, and its evidence.
@@ -196,8 +196,8 @@ std::optional<StepFound> at_replay_divergence(Context& context, const TrialSpec&
       std::vector<FingerprintRecord> inside;
       for (const auto& record : prints)
         if (record.step > from && record.step <= intervals[i].to) inside.push_back(record);
-      if (auto found = first_divergence(inside, alone_prints[i], "params", kRankTolerance,
-                                        std::max(after, from)))
+      if (auto found = first_divergence(inside, alone_prints[i], Fingerprinted::Params,
+                                        kRankTolerance, std::max(after, from)))
         return found;
     }
     return std::nullopt;
@@ -269,7 +269,7 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   for (const auto& rank : checked.agreement) {
     json row = {{"rank", rank.rank},
                 {"host", host_of(hosts, rank.rank)},
-                {checked.compared + "_hash", rank.hash},
+                {fmt::format("{}_hash", to_string(checked.compared)), rank.hash},
                 {"distance", number_or_null(rank.distance)},
                 {"agreeing_peers", rank.peers},
                 {"verdict", has_rank(location.ranks, rank.rank) ? "odd" : "agrees"}};
@@ -278,14 +278,14 @@ std::optional<RankLocation> locate_diverging_ranks(Context& context, const Trial
   }
   location.evidence = found->evidence;
   location.evidence.update({{"ranks", table},
-                            {"compared", checked.compared},
+                            {"compared", to_string(checked.compared)},
                             {"tolerance", kRankTolerance},
                             {"reference_run", checked.reference.run_id},
                             {"replica_run", location.replica_outcome.run_id}});
   const std::string odd = fmt::format("{}", fmt::join(location.ranks, ","));
   location.detail = fmt::format(
       "{}; fed the same batch, rank(s) {} {}{}{}", found->how, odd,
-      checked.compared == "params"
+      checked.compared == Fingerprinted::Params
           ? "compute the same gradients as the others but end the step with other parameters: "
             "they applied the update differently (the optimizer or its state there, or a "
             "corruption after the allreduce)"

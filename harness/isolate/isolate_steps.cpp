@@ -11,6 +11,7 @@
 
 #include "bisect/drive.hpp"
 #include "bisect/step_plan.hpp"
+#include "common/metrics_record.hpp"
 
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/trial/run_facts.hpp"
@@ -31,7 +32,8 @@ std::optional<AnomalyRecord> full_probe_anomaly(store::Store& store, int64_t run
   for (const auto& anomaly : store.anomalies(run_id)) {
     if (anomaly.step != step || !is_nonfinite(anomaly)) continue;
     auto record = nlohmann::json::parse(anomaly.json, nullptr, false);
-    if (!record.is_discarded() && record.value("probe", "") == "full") return anomaly;
+    if (!record.is_discarded() && record.value("probe", "") == to_string(AnomalyProbe::Full))
+      return anomaly;
   }
   return std::nullopt;
 }

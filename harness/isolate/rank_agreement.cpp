@@ -23,18 +23,17 @@ double sketch_distance(const FingerprintRecord& a, const FingerprintRecord& refe
 
 namespace {
 std::map<int64_t, const FingerprintRecord*> by_step(const std::vector<FingerprintRecord>& records,
-                                                    const std::string& what, int rank) {
+                                                    Fingerprinted what, int rank) {
   std::map<int64_t, const FingerprintRecord*> steps;
   for (const auto& record : records)
-    if (record.what == what && record.rank == rank) steps[record.step] = &record;
+    if (record.is(what) && record.rank == rank) steps[record.step] = &record;
   return steps;
 }
 }  // namespace
 
 std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>& run,
                                            const std::vector<FingerprintRecord>& reference,
-                                           const std::string& what, double tolerance,
-                                           int64_t after) {
+                                           Fingerprinted what, double tolerance, int64_t after) {
   const auto reference_steps = by_step(reference, what, 0);
   double healthy = 0;
   for (const auto& [step, record] : by_step(run, what, 0)) {
@@ -53,7 +52,7 @@ std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>&
 std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run) {
   std::map<int64_t, std::map<int, const std::string*>> digests;  // step -> rank -> digest
   for (const auto& record : run)
-    if (record.what == "params") digests[record.step][record.rank] = &record.hash;
+    if (record.is(Fingerprinted::Params)) digests[record.step][record.rank] = &record.hash;
   int64_t agreed = -1;
   for (const auto& [step, ranks] : digests) {
     auto zero = ranks.find(0);
@@ -67,19 +66,19 @@ std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecor
   return std::nullopt;
 }
 
-const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
-                                  const std::string& what, int64_t step) {
+const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records, Fingerprinted what,
+                                  int64_t step) {
   for (const auto& record : records)
-    if (record.what == what && record.step == step && record.rank == 0) return &record;
+    if (record.is(what) && record.step == step && record.rank == 0) return &record;
   return nullptr;
 }
 
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
-                                         double tolerance, const std::string& what) {
+                                         double tolerance, Fingerprinted what) {
   std::vector<const FingerprintRecord*> records;
   for (const auto& record : run)
-    if (record.what == what && record.step == step) records.push_back(&record);
+    if (record.is(what) && record.step == step) records.push_back(&record);
   std::sort(
       records.begin(), records.end(),
       [](const FingerprintRecord* a, const FingerprintRecord* b) { return a->rank < b->rank; });

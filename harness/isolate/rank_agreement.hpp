@@ -40,8 +40,7 @@ struct Divergence {
 // Steps up to `after` are not candidates, but their distances count as drift.
 std::optional<Divergence> first_divergence(const std::vector<FingerprintRecord>& run,
                                            const std::vector<FingerprintRecord>& reference,
-                                           const std::string& what, double tolerance,
-                                           int64_t after = 0);
+                                           Fingerprinted what, double tolerance, int64_t after = 0);
 
 struct RankAgreement {
   int rank = 0;
@@ -51,11 +50,12 @@ struct RankAgreement {
   int peers = 0;        // other ranks within tolerance of this one
 };
 
-// Each rank's `what` fingerprint ("grads" or "params") at `step` against the reference's (when
+// Each rank's `what` fingerprint at `step` against the reference's (when
 // given) and its peers'.
 std::vector<RankAgreement> compare_ranks(const std::vector<FingerprintRecord>& run,
                                          const FingerprintRecord* reference, int64_t step,
-                                         double tolerance, const std::string& what = "grads");
+                                         double tolerance,
+                                         Fingerprinted what = Fingerprinted::Grads);
 
 // Data parallel keeps every rank's parameters bitwise equal. The first step of `run` whose
 // `params` fingerprints are not all rank 0's digest, and the ranks whose digest differs there;
@@ -69,9 +69,9 @@ struct ParamsSplit {
 };
 std::optional<ParamsSplit> first_params_split(const std::vector<FingerprintRecord>& run);
 
-// Rank 0's `what` fingerprint ("grads", "params") of `step`, or null.
-const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records,
-                                  const std::string& what, int64_t step);
+// Rank 0's `what` fingerprint of `step`, or null.
+const FingerprintRecord* print_at(const std::vector<FingerprintRecord>& records, Fingerprinted what,
+                                  int64_t step);
 
 // The odd ranks out: with three or more ranks and a strict majority that agrees among itself,
 // the ranks outside it; otherwise (two ranks, or no majority) those that disagree with the

@@ -105,7 +105,7 @@ class ReplicaCheck {
 // and compared on `what` with `expected`. Sets location.host ("" when not one host); returns the
 // note the finding's detail ends with.
 std::string locate_rank_host(Context& context, const TrialSpec& spec, const ReplicaCheck& check,
-                             const FingerprintRecord* expected, const std::string& what,
+                             const FingerprintRecord* expected, Fingerprinted what,
                              const std::vector<std::string>& failing_hosts,
                              const std::vector<std::string>& rank_hosts, RankLocation& location);
 

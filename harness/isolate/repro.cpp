@@ -53,6 +53,17 @@ std::string recipe_change(const TrialSpec& spec, const std::string& stored_hash)
   }
 }
 
+// The fingerprints a rank_divergence finding compared (findings stored before parameters were
+// compared: gradients), known before its replay runs.
+Fingerprinted compared_prints(const store::FindingInfo& finding, const json& evidence) {
+  const std::string text = evidence.value("compared", to_string(Fingerprinted::Grads));
+  if (auto what = parse_fingerprinted(text)) return *what;
+  throw UserError("F" + std::to_string(finding.id) + " compared '" + text +
+                      "' fingerprints, which this faultline does not know",
+                  "finding F" + std::to_string(finding.id) + ", evidence.compared",
+                  "it compares grads or params; a newer faultline stored this finding");
+}
+
 }  // namespace
 
 ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
@@ -89,6 +100,8 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
                     "finding F" + std::to_string(finding.id),
                     "findings stored before the reference was kept cannot be replayed; run the "
                     "isolate with its --baseline again to store one that can");
+  std::optional<Fingerprinted> compared;
+  if (kind == detectors::FailureKind::RankDivergence) compared = compared_prints(finding, evidence);
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);
@@ -106,13 +119,12 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   }
   if (kind == detectors::FailureKind::RankDivergence) {
     // No detector judges it: the same ranks must again disagree with the stored 1-rank reference,
-    // on what the finding compared (findings stored before parameters were compared: gradients).
+    // on what the finding compared.
     const int64_t step = expected_step.get<int64_t>();
-    const std::string what = evidence.value("compared", "grads");
     const auto reference = store.fingerprints(evidence.value("reference_run", int64_t{0}));
-    const auto odd =
-        odd_ranks(compare_ranks(store.fingerprints(outcome.run_id), print_at(reference, what, step),
-                                step, kRankTolerance, what));
+    const auto odd = odd_ranks(compare_ranks(store.fingerprints(outcome.run_id),
+                                             print_at(reference, *compared, step), step,
+                                             kRankTolerance, *compared));
     report.failure_step = odd.empty() ? -1 : step;
     report.reproduced = !odd.empty() && json(odd) == fields.value("ranks", json::array());
   }

@@ -2,6 +2,8 @@
 // group index. A step record has only the fields the line gave; the others stay absent.
 #include "harness/launch/log_records.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <stdexcept>
 
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "common/text.hpp"
 
 namespace faultline::harness {
@@ -70,7 +73,8 @@ void compile_into(std::optional<std::pair<std::regex, std::vector<std::string>>>
   for (const auto& name : stripped.second) {
     if (name.empty() || std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
     errors.add("unknown group '" + name + "'", where,
-               "groups it may have: " + join(allowed, ", ") + guess(name, allowed));
+               "groups it may have: " + fmt::format("{}", fmt::join(allowed, ", ")) +
+                   guess(name, allowed));
   }
   for (const auto& name : required)
     if (std::find(stripped.second.begin(), stripped.second.end(), name) == stripped.second.end())
@@ -166,7 +170,7 @@ std::optional<std::string> LogRecords::translate(const std::string& line, int ra
   };
   if (checkpoint_ && std::regex_search(line, match, checkpoint_->regex)) {
     record["type"] = "event";
-    record["name"] = "checkpoint";
+    record["name"] = kCheckpointEvent;
     fill(*checkpoint_);
     return record.dump();
   }

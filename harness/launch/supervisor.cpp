@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/event_names.hpp"
 #include "harness/launch/log_records.hpp"
 #include "harness/launch/metrics_tail.hpp"
 
@@ -95,7 +96,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
         }
         if (!parsed.record) continue;
         if (const auto* event = std::get_if<EventRecord>(&*parsed.record);
-            event && (event->name == "collective" || event->name == kEndEvent)) {
+            event && (event->name == kCollectiveEvent || event->name == kEndEvent)) {
           auto fields = nlohmann::json::parse(event->json, nullptr, false);
           if (event->name == kEndEvent) {
             result.ends[rank] = read_end_event(fields);

@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "harness/launch/hang_report.hpp"
 
 namespace faultline::harness {
@@ -185,7 +186,7 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
     }
     if (const auto* event = std::get_if<EventRecord>(&record)) {
       const json fields = json::parse(event->json, nullptr, false);
-      if (event->name == "start") {
+      if (event->name == kStartEvent) {
         if (file.start) {
           file.restarts.push_back({rank, part_last, file.ended, 0, 0});
           part_last = 0;
@@ -197,17 +198,17 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
         }
         file.start = fields;
       }
-      if (event->name == "resume" && restarted && event->step)
+      if (event->name == kResumeEvent && restarted && event->step)
         file.restarts.back().resumed_from = *event->step;
       if (event->name == kEndEvent && fields.is_object()) {
         file.ended = true;
         file.end_t = event->t;
         file.end = read_end_event(fields);
       }
-      if (event->name == "collective" && fields.is_object() && fields.contains("seq") &&
+      if (event->name == kCollectiveEvent && fields.is_object() && fields.contains("seq") &&
           fields["seq"].is_number_integer())
         file.collective_entered = std::max(file.collective_entered, fields["seq"].get<int64_t>());
-      if (event->name == "checkpoint" && fields.is_object() && fields.contains("path")) {
+      if (event->name == kCheckpointEvent && fields.is_object() && fields.contains("path")) {
         const std::string path = checkpoint_file(files.dir, fields["path"].get<std::string>());
         if (!fs::exists(path))  // a file, or a folder (a sharded checkpoint-500/)
           throw UserError(fmt::format("the checkpoint of step {} that line {} names is missing: {}",

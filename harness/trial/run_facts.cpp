@@ -4,13 +4,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/event_names.hpp"
 #include "harness/launch/launcher.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness {
 
 nlohmann::json start_event(store::Store& store, int64_t run_id) {
-  for (const auto& event : store.events(run_id, {"start"})) {
+  for (const auto& event : store.events(run_id, {kStartEvent})) {
     if (event.rank != 0) continue;
     auto start = nlohmann::json::parse(event.json, nullptr, false);
     return start.is_discarded() ? nlohmann::json::object() : start;
@@ -35,7 +36,7 @@ uint64_t samples_used(store::Store& store, int64_t run_id) {
 }
 
 std::vector<uint64_t> batch_event(store::Store& store, int64_t run_id, int64_t step) {
-  for (const auto& event : store.events(run_id, {"batch"})) {
+  for (const auto& event : store.events(run_id, {kBatchEvent})) {
     if (event.step != step || event.rank != 0) continue;
     const auto fields = nlohmann::json::parse(event.json, nullptr, false);
     if (!fields.is_discarded() && fields.contains("samples") && fields["samples"].is_array())
@@ -46,7 +47,7 @@ std::vector<uint64_t> batch_event(store::Store& store, int64_t run_id, int64_t s
 
 std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id) {
   std::vector<std::string> hosts;
-  for (const auto& event : store.events(run_id, {"start"})) {
+  for (const auto& event : store.events(run_id, {kStartEvent})) {
     if (event.rank < 0) continue;
     auto start = nlohmann::json::parse(event.json, nullptr, false);
     if (start.is_discarded() || !start.contains("host")) continue;

@@ -175,6 +175,12 @@ const char* to_string(Verdict verdict) {
   return "?";
 }
 
+std::optional<Verdict> parse_verdict(std::string_view text) {
+  for (Verdict verdict : {Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::InfraError})
+    if (text == to_string(verdict)) return verdict;
+  return std::nullopt;
+}
+
 std::vector<std::string> trial_overrides(const TrialSpec& spec) {
   std::vector<std::string> overrides = spec.overrides;
   for (auto& scale : contract::TrainerContract::of(spec.config_path).scale_overrides(spec))

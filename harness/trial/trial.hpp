@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/launch/launcher.hpp"
@@ -33,6 +34,9 @@ struct TrialSpec {
 
 enum class Verdict { Pass, Fail, Skip, InfraError };
 const char* to_string(Verdict verdict);
+// The verdict a stored run or trial holds in to_string's words; nullopt for any other text
+// (the store keeps "" for a run still running).
+std::optional<Verdict> parse_verdict(std::string_view text);
 
 // One rank's metrics lines that were not the protocol: counted and reported, never fatal. The
 // store keeps them with the run in the same shape.

@@ -47,8 +47,7 @@ std::string file_digest(const std::string& path) {
 }
 
 Verdict verdict_from_string(const std::string& text) {
-  for (Verdict verdict : {Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::InfraError})
-    if (text == to_string(verdict)) return verdict;
+  if (auto verdict = parse_verdict(text)) return *verdict;
   throw std::invalid_argument("unknown verdict '" + text + "' in a stored trial");
 }
 

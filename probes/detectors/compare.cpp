@@ -2,6 +2,7 @@
 #include "probes/detectors/compare.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdint>
@@ -71,7 +72,8 @@ std::optional<Failure> compare_runs(const std::vector<StepRecord>& run_a,
   if (!first) return std::nullopt;
   return Failure{FailureKind::Nondeterministic, first->first, first->second,
                  "runs of the same spec differ first at step " + std::to_string(first->first) +
-                     " on rank " + std::to_string(first->second) + ": " + join(differences, "; ")};
+                     " on rank " + std::to_string(first->second) + ": " +
+                     fmt::format("{}", fmt::join(differences, "; "))};
 }
 
 }  // namespace faultline::detectors

@@ -1,11 +1,14 @@
 // Training-dynamics detectors: non-finite values and anomaly records, exploding or vanishing
 // gradient norms, loss spikes against a running median, and a loss that does not fall.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cmath>
 #include <deque>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "common/metrics_record.hpp"
 #include "common/text.hpp"
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/stats.hpp"
@@ -17,23 +20,27 @@ namespace {
 // Better evidence of the same non-finite step wins: the probe that names a module beats the
 // one that saw only the loss, which beats the bare step record.
 int phase_priority(const std::string& phase) {
-  if (phase == "forward") return 0;
-  if (phase == "backward") return 1;
-  if (phase == "optimizer") return 2;
-  if (phase == "loss") return 3;
-  return 4;
+  switch (parse_anomaly_phase(phase).value_or(AnomalyPhase::Data)) {
+    case AnomalyPhase::Forward:
+      return 0;
+    case AnomalyPhase::Backward:
+      return 1;
+    case AnomalyPhase::Optimizer:
+      return 2;
+    case AnomalyPhase::Loss:
+      return 3;
+    case AnomalyPhase::Data:
+      break;
+  }
+  return 4;  // data, or a phase of the trainer's own
 }
 
 std::string describe(const AnomalyRecord& a) {
   std::string text = a.phase.empty() ? "anomaly" : a.phase;
   if (!a.where.empty()) text += " at " + a.where;
   if (!a.detail.empty()) text += ": " + a.detail;
-  if (!a.samples.empty()) {
-    std::vector<std::string> ids;
-    for (uint64_t sample : a.samples) ids.push_back(std::to_string(sample));
-    text += "; samples " + join(ids, ", ");
-  }
-  if (!a.shards.empty()) text += "; shards " + join(a.shards, ", ");
+  if (!a.samples.empty()) text += fmt::format("; samples {}", fmt::join(a.samples, ", "));
+  if (!a.shards.empty()) text += fmt::format("; shards {}", fmt::join(a.shards, ", "));
   return text;
 }
 
@@ -55,7 +62,7 @@ class AnomalyDetector : public Detector {
     if (r.nonfinite.value_or(0) > 0)
       bad.push_back(std::to_string(*r.nonfinite) + " non-finite values in the model state");
     if (bad.empty()) return;
-    std::string evidence = join(bad, ", ");
+    std::string evidence = fmt::format("{}", fmt::join(bad, ", "));
     step_evidence_[{r.rank, r.step}] = evidence;
     found_.offer({FailureKind::Nonfinite, r.step, r.rank,
                   "step " + std::to_string(r.step) + ": " + evidence},
@@ -112,7 +119,8 @@ struct Streak {
   std::string evidence() const {
     std::vector<std::string> parts;
     for (double v : values) parts.push_back(num(v));
-    return join(parts, ", ") + (length > static_cast<int64_t>(values.size()) ? ", ..." : "");
+    return fmt::format("{}", fmt::join(parts, ", ")) +
+           (length > static_cast<int64_t>(values.size()) ? ", ..." : "");
   }
 };
 

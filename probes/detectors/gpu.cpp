@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/event_names.hpp"
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/gpu_time.hpp"
 #include "probes/detectors/stats.hpp"
@@ -19,7 +20,7 @@ class GpuDetector : public Detector {
   void observe(const StepRecord& r) override { join_.add(r); }
   void observe(const GpuRecord& r) override { join_.add(r); }
   void observe(const EventRecord& r) override {
-    if (r.name != "start") return;
+    if (r.name != kStartEvent) return;
     const auto fields = nlohmann::json::parse(r.json, nullptr, false);
     if (!fields.is_object()) return;
     const auto unix_time = fields.find("unix_time");

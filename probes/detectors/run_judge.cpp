@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/event_names.hpp"
+
 namespace faultline::detectors {
 
 RunJudge::RunJudge(Thresholds thresholds, RunContext context)
@@ -33,15 +35,15 @@ void RunJudge::observe(const AnomalyRecord& record) {
 void RunJudge::observe(const EventRecord& record) {
   max_rank_ = std::max(max_rank_, record.rank);
   for (auto& detector : detectors_) detector->observe(record);
-  if (record.name != "start" && record.name != "end") return;
+  if (record.name != kStartEvent && record.name != kEndEvent) return;
   // Events keep their free fields in the raw line; a malformed one is simply not used.
   nlohmann::json fields = nlohmann::json::parse(record.json, nullptr, false);
   if (!fields.is_object()) return;
   auto world = fields.find("world_size");
-  if (record.name == "start" && world != fields.end() && world->is_number_integer())
+  if (record.name == kStartEvent && world != fields.end() && world->is_number_integer())
     start_world_size_ = std::max(start_world_size_, world->get<int>());
   auto rate = fields.find("tokens_per_s");
-  if (record.name == "end" && rate != fields.end() && rate->is_number())
+  if (record.name == kEndEvent && rate != fields.end() && rate->is_number())
     tokens_per_s_[record.rank] = rate->get<double>();
 }
 

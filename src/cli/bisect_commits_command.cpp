@@ -105,11 +105,11 @@ void print_progress(ProgressLine& out, const harness::CommitRun& run, int index,
     const int steps = *left > 1 ? static_cast<int>(std::ceil(std::log2(*left))) : 0;
     countdown = fmt::format("; {} revision(s) left, roughly {} step(s)", *left, steps);
   }
-  out.line(fmt::format("run {} ({} candidates): {}{}: {} ({}){}{}", index, candidates,
-                       short_id(run.commit),
-                       run.run > 0 ? fmt::format(" #{}", run.run + 1) : std::string(),
-                       run.stage == "baseline" ? "baseline" : to_string(run.observation),
-                       run.detail, run.cached ? " [from the store]" : "", countdown));
+  out.line(fmt::format(
+      "run {} ({} candidates): {}{}: {} ({}){}{}", index, candidates, short_id(run.commit),
+      run.run > 0 ? fmt::format(" #{}", run.run + 1) : std::string(),
+      run.stage == harness::CommitStage::Baseline ? "baseline" : to_string(run.observation),
+      run.detail, run.cached ? " [from the store]" : "", countdown));
 }
 
 json report_json(const harness::CommitBisectReport& report) {

@@ -3,6 +3,8 @@
 #include "cli/data_command.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -133,7 +135,7 @@ uint64_t check_inputs(const PrepareArgs& args) {
   }
   errors.throw_if_any();
   if (total == 0)
-    throw UserError("input files hold no bytes", join(args.files, ", "),
+    throw UserError("input files hold no bytes", fmt::format("{}", fmt::join(args.files, ", ")),
                     "pass non-empty text files");
   uint64_t shards = (total + args.shard_tokens - 1) / args.shard_tokens;
   if (shards > kMaxPreparedShards)

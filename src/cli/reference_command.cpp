@@ -3,6 +3,7 @@
 #include "cli/reference_command.hpp"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
+#include "harness/trial/trial.hpp"
 
 namespace faultline::cli {
 
@@ -87,7 +89,7 @@ int add_reference(const ReferenceArgs& args) {
       errors.add("run " + text + " is given twice", "RUN", "give each run once");
       continue;
     }
-    if (run->verdict != "pass") {
+    if (harness::parse_verdict(run->verdict) != harness::Verdict::Pass) {
       errors.add("run " + text + " did not pass (verdict '" + run->verdict + "')", "RUN",
                  "a reference is made of healthy runs: see `faultline show " + text + "`");
       continue;
@@ -98,7 +100,8 @@ int add_reference(const ReferenceArgs& args) {
     auto differences = config_differences(runs[0].config, runs[i].config);
     if (!differences.empty())
       errors.add("run " + std::to_string(runs[i].id) + " is not the config of run " +
-                     std::to_string(runs[0].id) + " but for its seed: " + join(differences, "; "),
+                     std::to_string(runs[0].id) +
+                     " but for its seed: " + fmt::format("{}", fmt::join(differences, "; ")),
                  "RUN", "a reference holds seeds of one config (train.seed may differ)");
   }
   errors.throw_if_any();
@@ -122,8 +125,9 @@ store::ReferenceInfo find_reference(const store::Store& store, const std::string
   std::vector<std::string> names;
   for (const auto& each : store.list_references()) names.push_back(each.name);
   throw UserError("no reference named '" + name + "'", store.path(),
-                  names.empty() ? "store one with `faultline reference add NAME RUN...`"
-                                : "stored references: " + join(names, ", "));
+                  names.empty()
+                      ? "store one with `faultline reference add NAME RUN...`"
+                      : "stored references: " + fmt::format("{}", fmt::join(names, ", ")));
 }
 
 }  // namespace

@@ -15,9 +15,11 @@
 #include "cli/run_context.hpp"
 #include "common/duration.hpp"
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "harness/browse/export.hpp"
 #include "harness/browse/gc.hpp"
 #include "harness/browse/run_list.hpp"
+#include "harness/trial/trial.hpp"
 #include "harness/trial/trial_cache.hpp"
 
 namespace faultline::cli {
@@ -176,7 +178,7 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   fmt::print("  recipe:   {} (config {})\n", run.config_path, run.config_hash);
   const std::string overrides = overrides_of(words);
   fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);
-  const std::string dir = harness::run_directory(run, store.events(run.id, {"checkpoint"}));
+  const std::string dir = harness::run_directory(run, store.events(run.id, {kCheckpointEvent}));
   fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir,
              !dir.empty() && !std::filesystem::exists(dir) ? " (removed)" : "");
   fmt::print("  started:  {}{}\n", run.started_at,
@@ -193,7 +195,8 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
                f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
   print_malformed(run.malformed);
   fmt::print("  command:  {}\n", fmt::join(words, " "));
-  if (run.verdict == "fail") fmt::print("  next:     faultline isolate --run {}\n", run.id);
+  if (harness::parse_verdict(run.verdict) == harness::Verdict::Fail)
+    fmt::print("  next:     faultline isolate --run {}\n", run.id);
 }
 
 }  // namespace
@@ -246,7 +249,7 @@ void add_runs_commands(CLI::App& app) {
     auto doc = run_json(run, store.summarize(run.id));
     doc["config"] = run.config;
     doc["argv"] = json::parse(run.argv_json, nullptr, false);
-    doc["run_dir"] = harness::run_directory(run, store.events(run.id, {"checkpoint"}));
+    doc["run_dir"] = harness::run_directory(run, store.events(run.id, {kCheckpointEvent}));
     fmt::print("{}\n", doc.dump());
   });
 }

@@ -1,6 +1,8 @@
 // The only place that includes toml++: parses TOML into ConfigSource and binds keys to fields.
 #include "common/config.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -299,7 +301,7 @@ void ConfigBinder::bind(const std::string& key, std::string& field,
                   where(key, value), "quote it");
     } else if (!choices.empty() &&
                std::find(choices.begin(), choices.end(), text) == choices.end()) {
-      std::string hint = "valid: " + join(choices, ", ");
+      std::string hint = "valid: " + fmt::format("{}", fmt::join(choices, ", "));
       std::string guess = did_you_mean(text, choices);
       if (!guess.empty()) hint = guess + " (" + hint + ")";
       errors_.add("invalid value \"" + text + "\"", where(key, value), hint);

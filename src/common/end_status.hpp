@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace faultline {
+#include "common/event_names.hpp"
 
-constexpr const char* kEndEvent = "end";
+namespace faultline {
 
 enum class EndStatus {
   Ok,           // every step it was asked for trained

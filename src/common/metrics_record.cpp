@@ -8,6 +8,49 @@
 
 namespace faultline {
 
+const char* to_string(AnomalyPhase phase) {
+  switch (phase) {
+    case AnomalyPhase::Forward:
+      return "forward";
+    case AnomalyPhase::Backward:
+      return "backward";
+    case AnomalyPhase::Optimizer:
+      return "optimizer";
+    case AnomalyPhase::Loss:
+      return "loss";
+    case AnomalyPhase::Data:
+      return "data";
+  }
+  return "?";
+}
+
+std::optional<AnomalyPhase> parse_anomaly_phase(std::string_view text) {
+  for (AnomalyPhase phase : {AnomalyPhase::Forward, AnomalyPhase::Backward, AnomalyPhase::Optimizer,
+                             AnomalyPhase::Loss, AnomalyPhase::Data})
+    if (text == to_string(phase)) return phase;
+  return std::nullopt;
+}
+
+const char* to_string(AnomalyProbe probe) {
+  return probe == AnomalyProbe::Full ? "full" : "cheap";
+}
+
+const char* to_string(Fingerprinted what) {
+  switch (what) {
+    case Fingerprinted::Params:
+      return "params";
+    case Fingerprinted::Grads:
+      return "grads";
+  }
+  return "?";
+}
+
+std::optional<Fingerprinted> parse_fingerprinted(std::string_view text) {
+  for (Fingerprinted what : {Fingerprinted::Params, Fingerprinted::Grads})
+    if (text == to_string(what)) return what;
+  return std::nullopt;
+}
+
 namespace {
 using nlohmann::json;
 

@@ -37,6 +37,15 @@ struct StepRecord {
   std::optional<double> loss_scale;  // the scale the step's loss was multiplied by
 };
 
+// Where in the step an anomaly was seen (its `phase`), and which probes saw it (its `probe`):
+// the always-on checks, or full per-module probes, which name the module. A record keeps the
+// text as written; a trainer's own values are not errors.
+enum class AnomalyPhase { Forward, Backward, Optimizer, Loss, Data };
+const char* to_string(AnomalyPhase phase);
+std::optional<AnomalyPhase> parse_anomaly_phase(std::string_view text);
+enum class AnomalyProbe { Cheap, Full };
+const char* to_string(AnomalyProbe probe);
+
 struct AnomalyRecord {
   int rank = 0;
   double t = 0;
@@ -47,11 +56,18 @@ struct AnomalyRecord {
   std::string json;  // the whole line, for evidence
 };
 
+// What a fingerprint digests: the parameters after the step's update, or the step's gradients.
+// A record keeps the protocol's `what` as written (unknown values are ignored, not errors).
+enum class Fingerprinted { Params, Grads };
+const char* to_string(Fingerprinted what);
+std::optional<Fingerprinted> parse_fingerprinted(std::string_view text);
+
 struct FingerprintRecord {
   int rank = 0;
   double t = 0;
   int64_t step = 0;
   std::string what, hash;
+  bool is(Fingerprinted kind) const { return what == to_string(kind); }
   std::optional<double> norm;  // absent: the trainer writes only the digest
   std::vector<double> sketch;  // empty: no sketch (see docs/metrics-protocol.md)
 };

@@ -1,6 +1,8 @@
 // Finds the share directory from the executable's own location, and recipes in it by name.
 #include "common/resources.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <cstdlib>
 
@@ -54,7 +56,8 @@ fs::path share_dir() {
     if (fs::is_directory(candidate / "recipes", error)) return fs::weakly_canonical(candidate);
     tried.push_back(fs::weakly_canonical(candidate).string());
   }
-  throw UserError("cannot find faultline's share directory", join(tried, ", "),
+  throw UserError("cannot find faultline's share directory",
+                  fmt::format("{}", fmt::join(tried, ", ")),
                   "install faultline (cmake --install) or set FAULTLINE_SHARE");
 }
 
@@ -85,8 +88,8 @@ std::string resolve_recipe(const std::string& given, RecipeKind kind, const std:
     fs::path installed = share_dir() / "recipes" / folder_of(kind) / name;
     if (fs::is_regular_file(installed, error)) return installed.string();
     const auto names = installed_recipes(kind);
-    std::string hint =
-        "give a path to a TOML file, or one of the installed names: " + join(names, ", ");
+    std::string hint = "give a path to a TOML file, or one of the installed names: " +
+                       fmt::format("{}", fmt::join(names, ", "));
     if (auto guess = did_you_mean(name.stem().string(), names); !guess.empty())
       hint = guess + " (" + hint + ")";
     throw UserError("no recipe file or installed recipe named '" + given + "'", option, hint);

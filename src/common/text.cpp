@@ -1,6 +1,9 @@
 // Small text helpers.
 #include "common/text.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -97,15 +100,6 @@ std::string lowercase(std::string_view text) {
   return lower;
 }
 
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += separator;
-    out += parts[i];
-  }
-  return out;
-}
-
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   size_t start = 0;
@@ -132,7 +126,7 @@ std::string shell_word(std::string_view word) {
 std::string shell_command(const std::vector<std::string>& argv) {
   std::vector<std::string> words;
   for (const auto& arg : argv) words.push_back(shell_word(arg));
-  return join(words, " ");
+  return fmt::format("{}", fmt::join(words, " "));
 }
 
 }  // namespace faultline

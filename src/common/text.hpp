@@ -1,4 +1,4 @@
-// Small text helpers: did-you-mean suggestions, prefixes, trimming, joining.
+// Small text helpers: did-you-mean suggestions, prefixes, trimming, splitting (fmt::join joins).
 #pragma once
 
 #include <string>
@@ -26,7 +26,6 @@ inline bool starts_with(std::string_view text, std::string_view prefix) {
 std::string trim(std::string_view text);
 // ASCII letters made lower case ("NaN" → "nan"); other bytes as they are.
 std::string lowercase(std::string_view text);
-std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::vector<std::string> split(std::string_view text, char separator);
 
 // One argument as a POSIX shell reads it back: as it is when it is plain, else in single quotes

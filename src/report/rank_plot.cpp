@@ -18,7 +18,7 @@ std::map<int, std::map<int64_t, const FingerprintRecord*>> params_by_rank(
     const std::vector<FingerprintRecord>& records) {
   std::map<int, std::map<int64_t, const FingerprintRecord*>> out;
   for (const auto& record : records)
-    if (record.what == "params") out[record.rank][record.step] = &record;
+    if (record.is(Fingerprinted::Params)) out[record.rank][record.step] = &record;
   return out;
 }
 

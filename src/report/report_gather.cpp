@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
@@ -35,7 +36,6 @@ StepThinner plotted_records(const store::Store& store, int64_t run_id,
 }
 
 // The event a trainer writes when it resumes from a checkpoint (docs/metrics-protocol.md).
-constexpr const char* kResumeEvent = "resume";
 
 std::string text_of(const json& value) {
   if (value.is_null()) return "";

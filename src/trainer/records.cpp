@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/event_names.hpp"
+#include "common/metrics_record.hpp"
+
 namespace faultline::trainer {
 
 namespace {
@@ -24,7 +27,7 @@ std::string first_nonfinite_param(const FlatParams& params, const torch::Tensor&
 void write_start_event(MetricsWriter& metrics, const TrainConfig& config, const RankEnv& env,
                        const RuntimeInfo& runtime, int64_t parameters, uint64_t samples,
                        const char* backend, int64_t first_step, const nlohmann::json& determinism) {
-  nlohmann::json fields = {{"name", "start"},
+  nlohmann::json fields = {{"name", kStartEvent},
                            {"config", config.canonical},
                            {"config_hash", config.hash},
                            {"trajectory_hash", config.trajectory_hash},
@@ -88,10 +91,10 @@ void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatPar
   nlohmann::json record = {
       {"step", step}, {"kind", "nonfinite"}, {"samples", nullptr}, {"shards", nullptr}};
   if (findings.forward) {
-    record["phase"] = "forward";
+    record["phase"] = to_string(AnomalyPhase::Forward);
     record["where"] = findings.forward->where;
     record["detail"] = std::to_string(findings.forward->nonfinite) + " non-finite values in output";
-    record["probe"] = "full";
+    record["probe"] = to_string(AnomalyProbe::Full);
     if (findings.forward_samples && !findings.forward->rows.empty()) {
       nlohmann::json samples = nlohmann::json::array(), shards = nlohmann::json::array();
       for (int64_t row : findings.forward->rows) {
@@ -104,29 +107,29 @@ void report_nonfinite(MetricsWriter& metrics, int64_t step, double loss, FlatPar
     }
     if (findings.backward) record["first_grad"] = findings.backward->where;
   } else if (findings.backward) {
-    record["phase"] = "backward";
+    record["phase"] = to_string(AnomalyPhase::Backward);
     record["where"] = findings.backward->where;
     record["detail"] = std::to_string(findings.backward->nonfinite) + " non-finite gradient values";
-    record["probe"] = "full";
+    record["probe"] = to_string(AnomalyProbe::Full);
   } else if (before_update && !std::isfinite(loss)) {
-    record["phase"] = "loss";
+    record["phase"] = to_string(AnomalyPhase::Loss);
     record["where"] = "loss";
     record["detail"] = std::string("loss is ") +
                        (std::isnan(loss) ? "nan"
                         : loss > 0       ? "inf"
                                          : "-inf") +
                        "; replay the step with probe.level = \"full\" to name the module";
-    record["probe"] = "cheap";
+    record["probe"] = to_string(AnomalyProbe::Cheap);
   } else if (before_update) {
-    record["phase"] = "backward";
+    record["phase"] = to_string(AnomalyPhase::Backward);
     record["where"] = first_nonfinite_param(params, params.grads());
     record["detail"] = "non-finite gradient norm with a finite loss";
-    record["probe"] = "cheap";
+    record["probe"] = to_string(AnomalyProbe::Cheap);
   } else {
-    record["phase"] = "optimizer";
+    record["phase"] = to_string(AnomalyPhase::Optimizer);
     record["where"] = first_nonfinite_param(params, params.values());
     record["detail"] = "parameters became non-finite in the update";
-    record["probe"] = "cheap";
+    record["probe"] = to_string(AnomalyProbe::Cheap);
   }
   metrics.write("anomaly", record);
 }
@@ -136,7 +139,7 @@ void report_token_anomaly(MetricsWriter& metrics, int64_t step, const TokenAnoma
   metrics.write("anomaly",
                 {{"step", step},
                  {"kind", "data"},
-                 {"phase", "data"},
+                 {"phase", to_string(AnomalyPhase::Data)},
                  {"where", anomaly.shard},
                  {"samples", {anomaly.sample}},
                  {"shards", {anomaly.shard}},

@@ -2,6 +2,8 @@
 // forward/backward per micro-batch, allreduce, clip, check, optimizer, metrics, checkpoint.
 #include "trainer/trainer.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,9 @@
 
 #include "common/end_status.hpp"
 #include "common/error.hpp"
+#include "common/event_names.hpp"
 #include "common/hash.hpp"
+#include "common/metrics_record.hpp"
 #include "common/text.hpp"
 #include "probes/inprocess/finite_checks.hpp"
 #include "trainer/batch_loader.hpp"
@@ -60,7 +64,7 @@ class Trainer {
   void set_up();
   int64_t resume();
   TrainExit step(int64_t step);
-  void write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor);
+  void write_fingerprint(int64_t step, Fingerprinted what, const torch::Tensor& tensor);
   void write_checkpoint(int64_t step);
   void end(EndStatus status, int64_t step);
 
@@ -134,13 +138,12 @@ int64_t Trainer::resume() {
   auto meta = load_checkpoint(options_.resume_path, {*params_, *optimizer_});
   if (meta.trajectory_hash != config_.trajectory_hash) {
     const auto& free_keys = trajectory_free_keys();
-    throw UserError(
-        "checkpoint was written by a different training config (trajectory hash " +
-            meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
-        options_.resume_path,
-        "resume with the config it was written with; only " +
-            join(std::vector<std::string>(free_keys.begin(), free_keys.end() - 1), ", ") + " and " +
-            free_keys.back() + " may differ");
+    throw UserError("checkpoint was written by a different training config (trajectory hash " +
+                        meta.trajectory_hash + ", this config " + config_.trajectory_hash + ")",
+                    options_.resume_path,
+                    "resume with the config it was written with; only " +
+                        fmt::format("{}", fmt::join(free_keys.begin(), free_keys.end() - 1, ", ")) +
+                        " and " + free_keys.back() + " may differ");
   }
   if (meta.blas != runtime_.blas_summary())
     std::fprintf(stderr,
@@ -151,12 +154,12 @@ int64_t Trainer::resume() {
   return meta.step + 1;
 }
 
-void Trainer::write_fingerprint(int64_t step, const char* what, const torch::Tensor& tensor) {
+void Trainer::write_fingerprint(int64_t step, Fingerprinted what, const torch::Tensor& tensor) {
   Fingerprint fingerprint = fingerprinter_(tensor);
   nlohmann::json sketch = nlohmann::json::array();
   for (double value : fingerprint.sketch) sketch.push_back(number(value));
   metrics_->write("fingerprint", {{"step", step},
-                                  {"what", what},
+                                  {"what", to_string(what)},
                                   {"hash", hex64(fingerprint.hash)},
                                   {"norm", number(fingerprint.norm)},
                                   {"sketch", sketch}});
@@ -177,7 +180,7 @@ void Trainer::write_checkpoint(int64_t step) {
                       loader_->sampler().epoch_of(step + 1),
                       runtime_.torch_version};
   save_checkpoint(path, meta, {*params_, *optimizer_});
-  metrics_->write("event", {{"name", "checkpoint"}, {"step", step}, {"path", path}});
+  metrics_->write("event", {{"name", kCheckpointEvent}, {"step", step}, {"path", path}});
 }
 
 TrainExit Trainer::step(int64_t step) {
@@ -232,7 +235,7 @@ TrainExit Trainer::step(int64_t step) {
       config_.probe.fingerprint_every > 0 && step % config_.probe.fingerprint_every == 0;
   // Planted corruption strikes in compute, before the fingerprint: as real silent corruption does.
   faults_.on_local_grads(step, params_->grads());
-  if (fingerprint) write_fingerprint(step, "grads", params_->grads());
+  if (fingerprint) write_fingerprint(step, Fingerprinted::Grads, params_->grads());
 
   const auto comm_start = Clock::now();
   const double comm_cpu_start = thread_cpu_ms();
@@ -241,7 +244,7 @@ TrainExit Trainer::step(int64_t step) {
   // The heartbeat of a collective: written before blocking in it, so when a rank never comes,
   // the harness sees which ranks wait in collective #seq and which never entered it.
   if (env_.world_size > 1)
-    metrics_->write("event", {{"name", "collective"},
+    metrics_->write("event", {{"name", kCollectiveEvent},
                               {"op", "allreduce"},
                               {"step", step},
                               {"seq", comm_->collectives_entered() + 1}});
@@ -319,7 +322,7 @@ TrainExit Trainer::step(int64_t step) {
       return TrainExit::Nonfinite;
     }
   }
-  if (fingerprint) write_fingerprint(step, "params", params_->values());
+  if (fingerprint) write_fingerprint(step, Fingerprinted::Params, params_->values());
   params_->zero_grads();
   if (config_.train.checkpoint_every > 0 && step % config_.train.checkpoint_every == 0)
     write_checkpoint(step);
@@ -356,7 +359,7 @@ TrainExit Trainer::run() {
   write_start_event(*metrics_, config_, env_, runtime_, params_->numel(), loader_->samples_used(),
                     comm_->backend_name(), first, determinism_);
   if (resumed_from_)
-    metrics_->write("event", {{"name", "resume"},
+    metrics_->write("event", {{"name", kResumeEvent},
                               {"path", options_.resume_path},
                               {"step", resumed_from_->step},
                               {"checkpoint_config_hash", resumed_from_->config_hash}});

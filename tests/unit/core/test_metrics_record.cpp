@@ -1,6 +1,6 @@
-// Tests for src/common/metrics_record.cpp: the optional step fields cpu_ms (the bundled trainer
-// writes it; other trainers may not) and a loss scaler's skipped and loss_scale, and the `gpu`
-// record as the CUPTI probe writes it.
+// Tests for src/common/metrics_record.cpp: what a fingerprint digests, the optional step fields
+// cpu_ms (the bundled trainer writes it; other trainers may not) and a loss scaler's skipped and
+// loss_scale, and the `gpu` record as the CUPTI probe writes it.
 #include "common/metrics_record.hpp"
 
 #include "gpu/timeline/gpu_record.hpp"
@@ -16,6 +16,25 @@ StepRecord step_of(const std::string& line) {
   ParsedLine parsed = parse_metrics_line(line);
   EXPECT_EQ(parsed.status, ParseStatus::Ok) << parsed.error;
   return std::get<StepRecord>(*parsed.record);
+}
+
+TEST(MetricsRecord, AFingerprintSaysWhatItDigestsAndAnUnknownWhatIsKeptNotMatched) {
+  for (Fingerprinted what : {Fingerprinted::Params, Fingerprinted::Grads})
+    EXPECT_EQ(parse_fingerprinted(to_string(what)), what) << to_string(what);
+  EXPECT_FALSE(parse_fingerprinted("activations").has_value());
+
+  auto fingerprint_of = [](const std::string& what) {
+    ParsedLine parsed = parse_metrics_line(R"({"v":1,"type":"fingerprint","rank":0,"t":1,)"
+                                           R"("step":4,"hash":"ab","what":")" +
+                                           what + R"("})");
+    EXPECT_EQ(parsed.status, ParseStatus::Ok) << parsed.error;
+    return std::get<FingerprintRecord>(*parsed.record);
+  };
+  EXPECT_TRUE(fingerprint_of("params").is(Fingerprinted::Params));
+  EXPECT_FALSE(fingerprint_of("params").is(Fingerprinted::Grads));
+  const FingerprintRecord other = fingerprint_of("activations");  // a trainer's own: ignored
+  EXPECT_EQ(other.what, "activations");
+  EXPECT_FALSE(other.is(Fingerprinted::Params) || other.is(Fingerprinted::Grads));
 }
 
 TEST(MetricsRecord, CpuTimeIsOptional) {

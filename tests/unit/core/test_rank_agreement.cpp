@@ -30,12 +30,12 @@ TEST(RankAgreement, FirstDivergenceIsTheFirstStepBeyondTolerance) {
     run.push_back(print(0, step, "x" + std::to_string(step), {1 + drift, 1}, "params"));
     run.push_back(print(1, step, "y", {9, 9}, "params"));  // only rank 0 is compared
   }
-  auto divergence = first_divergence(run, reference, "params", 1e-5);
+  auto divergence = first_divergence(run, reference, Fingerprinted::Params, 1e-5);
   ASSERT_TRUE(divergence.has_value());
   EXPECT_EQ(divergence->step, 4);
   EXPECT_NEAR(divergence->healthy_max, 3e-7 / std::sqrt(2.0), 1e-12);
-  EXPECT_FALSE(first_divergence(run, reference, "params", 1.0).has_value());
-  EXPECT_FALSE(first_divergence(run, reference, "grads", 1e-5).has_value());
+  EXPECT_FALSE(first_divergence(run, reference, Fingerprinted::Params, 1.0).has_value());
+  EXPECT_FALSE(first_divergence(run, reference, Fingerprinted::Grads, 1e-5).has_value());
 }
 
 TEST(RankAgreement, SmoothDriftPastTheToleranceIsNotADivergenceButAJumpIs) {
@@ -50,12 +50,12 @@ TEST(RankAgreement, SmoothDriftPastTheToleranceIsNotADivergenceButAJumpIs) {
     reference.push_back(print(0, step, "r", {1, 0}, "params"));
     run.push_back(print(0, step, "x", {1 + drift[i], 0}, "params"));
   }
-  auto divergence = first_divergence(run, reference, "params", 1e-5);
+  auto divergence = first_divergence(run, reference, Fingerprinted::Params, 1e-5);
   ASSERT_TRUE(divergence.has_value());
   EXPECT_EQ(divergence->step, 9);
   EXPECT_NEAR(divergence->healthy_max, 1.8e-5, 1e-12);
   run.resize(8);
-  EXPECT_FALSE(first_divergence(run, reference, "params", 1e-5).has_value());
+  EXPECT_FALSE(first_divergence(run, reference, Fingerprinted::Params, 1e-5).has_value());
 }
 
 TEST(RankAgreement, TwoRanksAreJudgedByTheReference) {
@@ -130,7 +130,7 @@ TEST(RankAgreement, RanksAreComparedOnTheFingerprintAsked) {
                                         print(0, 7, "p", {5, 5}, "params"),
                                         print(1, 7, "q", {5.5, 5}, "params")};
   EXPECT_TRUE(odd_ranks(compare_ranks(run, &grads, 7, 1e-4)).empty());
-  const auto ranks = compare_ranks(run, &params, 7, 1e-4, "params");
+  const auto ranks = compare_ranks(run, &params, 7, 1e-4, Fingerprinted::Params);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(ranks[1].hash, "q");
   EXPECT_EQ(odd_ranks(ranks), std::vector<int>{1});
