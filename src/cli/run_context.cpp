@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
@@ -152,9 +153,11 @@ store::Store open_store(const RunContextOptions& options) {
 }
 
 std::string judge_identity(const RunContextOptions& options) {
-  std::string identity = "step_timeout_s=" + std::to_string(options.step_timeout_s) +
-                         ";startup_s=" + std::to_string(options.startup_s) +
-                         (options.cupti ? ";cupti" : "") + ";detectors=";
+  // "{}" is the shortest text that reads back as the same double: std::to_string's six decimals
+  // would make 1e-7 and 2e-7 one identity.
+  std::string identity =
+      fmt::format("step_timeout_s={};startup_s={}{};detectors=", options.step_timeout_s,
+                  options.startup_s, options.cupti ? ";cupti" : "");
   if (!options.detectors.empty()) {
     std::ifstream in(options.detectors, std::ios::binary);
     identity += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
