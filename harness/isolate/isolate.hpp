@@ -53,7 +53,7 @@ struct Finding {
   int rank = -1;
   std::vector<int> ranks;  // every rank to blame (rank_divergence: the odd ones out)
   std::string host;        // the host to blame, "" when unknown or not host-tied
-  std::string phase;       // forward | backward | optimizer | loss | data | ""
+  std::string phase;       // an AnomalyPhase (to_string), a trainer's own phase, or ""
   std::string where;       // module or parameter, "" when unknown
   std::string detail;
   std::optional<std::vector<uint64_t>> samples;  // nullopt: not sample-specific / not searched

@@ -111,7 +111,8 @@ void replica_check_at(Context& context, const TrialSpec& spec, const Outcome& lo
     location.ranks = odd_ranks(checked.agreement);
     if (!location.ranks.empty()) break;
   }
-  location.phase = checked.compared == Fingerprinted::Params ? "optimizer" : "backward";
+  location.phase = to_string(checked.compared == Fingerprinted::Params ? AnomalyPhase::Optimizer
+                                                                       : AnomalyPhase::Backward);
 }
 
 // How the step was found: the first part of the detail, and its evidence.

@@ -55,20 +55,20 @@ void take(StepLocation& location, const AnomalyRecord& anomaly) {
 void locate_finite(StepLocation& location, const detectors::Failure& failure) {
   switch (failure.kind) {
     case FailureKind::LrAnomaly:
-      location.phase = "optimizer";
+      location.phase = to_string(AnomalyPhase::Optimizer);
       location.where = "lr";
       break;
     case FailureKind::LossSpike:
     case FailureKind::Stalled:
-      location.phase = "loss";
+      location.phase = to_string(AnomalyPhase::Loss);
       break;
     case FailureKind::GradExplode:
     case FailureKind::GradVanish:
-      location.phase = "backward";
+      location.phase = to_string(AnomalyPhase::Backward);
       break;
     case FailureKind::Data:
     case FailureKind::DataStall:
-      location.phase = "data";
+      location.phase = to_string(AnomalyPhase::Data);
       break;
     default:
       break;
