@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/duration.hpp"
+#include "common/enum_names.hpp"
 
 namespace faultline::harness {
 
@@ -21,28 +22,6 @@ constexpr std::pair<ExportFormat, const char*> kFormats[] = {{ExportFormat::Csv,
 constexpr std::pair<ExportWhat, const char*> kWhats[] = {{ExportWhat::Metrics, "metrics"},
                                                          {ExportWhat::Trials, "trials"},
                                                          {ExportWhat::Events, "events"}};
-
-template <typename Enum, size_t N>
-std::optional<Enum> lookup(const std::pair<Enum, const char*> (&table)[N],
-                           const std::string& text) {
-  for (const auto& [value, name] : table)
-    if (text == name) return value;
-  return std::nullopt;
-}
-
-template <typename Enum, size_t N>
-const char* name_of(const std::pair<Enum, const char*> (&table)[N], Enum value) {
-  for (const auto& [each, name] : table)
-    if (each == value) return name;
-  return "?";
-}
-
-template <typename Enum, size_t N>
-std::vector<std::string> names_of(const std::pair<Enum, const char*> (&table)[N]) {
-  std::vector<std::string> names;
-  for (const auto& entry : table) names.push_back(entry.second);
-  return names;
-}
 
 // JSON holds no NaN: the protocol's own spelling, as a string.
 json json_number(double value) {
@@ -130,10 +109,10 @@ const char* to_string(ExportWhat what) {
   return name_of(kWhats, what);
 }
 std::optional<ExportFormat> export_format_from_string(const std::string& text) {
-  return lookup(kFormats, text);
+  return value_of(kFormats, text);
 }
 std::optional<ExportWhat> export_what_from_string(const std::string& text) {
-  return lookup(kWhats, text);
+  return value_of(kWhats, text);
 }
 std::vector<std::string> export_format_names() {
   return names_of(kFormats);

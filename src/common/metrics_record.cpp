@@ -6,49 +6,37 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.hpp"
+
 namespace faultline {
 
+namespace {
+constexpr std::pair<AnomalyPhase, const char*> kPhaseNames[] = {
+    {AnomalyPhase::Forward, "forward"},
+    {AnomalyPhase::Backward, "backward"},
+    {AnomalyPhase::Optimizer, "optimizer"},
+    {AnomalyPhase::Loss, "loss"},
+    {AnomalyPhase::Data, "data"}};
+constexpr std::pair<AnomalyProbe, const char*> kProbeNames[] = {{AnomalyProbe::Cheap, "cheap"},
+                                                                {AnomalyProbe::Full, "full"}};
+constexpr std::pair<Fingerprinted, const char*> kFingerprintedNames[] = {
+    {Fingerprinted::Params, "params"}, {Fingerprinted::Grads, "grads"}};
+}  // namespace
+
 const char* to_string(AnomalyPhase phase) {
-  switch (phase) {
-    case AnomalyPhase::Forward:
-      return "forward";
-    case AnomalyPhase::Backward:
-      return "backward";
-    case AnomalyPhase::Optimizer:
-      return "optimizer";
-    case AnomalyPhase::Loss:
-      return "loss";
-    case AnomalyPhase::Data:
-      return "data";
-  }
-  return "?";
+  return name_of(kPhaseNames, phase);
 }
-
 std::optional<AnomalyPhase> parse_anomaly_phase(std::string_view text) {
-  for (AnomalyPhase phase : {AnomalyPhase::Forward, AnomalyPhase::Backward, AnomalyPhase::Optimizer,
-                             AnomalyPhase::Loss, AnomalyPhase::Data})
-    if (text == to_string(phase)) return phase;
-  return std::nullopt;
+  return value_of(kPhaseNames, text);
 }
-
 const char* to_string(AnomalyProbe probe) {
-  return probe == AnomalyProbe::Full ? "full" : "cheap";
+  return name_of(kProbeNames, probe);
 }
-
 const char* to_string(Fingerprinted what) {
-  switch (what) {
-    case Fingerprinted::Params:
-      return "params";
-    case Fingerprinted::Grads:
-      return "grads";
-  }
-  return "?";
+  return name_of(kFingerprintedNames, what);
 }
-
 std::optional<Fingerprinted> parse_fingerprinted(std::string_view text) {
-  for (Fingerprinted what : {Fingerprinted::Params, Fingerprinted::Grads})
-    if (text == to_string(what)) return what;
-  return std::nullopt;
+  return value_of(kFingerprintedNames, text);
 }
 
 namespace {
