@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/enum_names.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "harness/contract/command_recipe.hpp"
@@ -21,6 +22,11 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kArrays = {"command", "resume", "stop_after", "checkpoint_every",
                                           "provides"};
+constexpr std::pair<RecordSource, const char*> kRecordSources[] = {
+    {RecordSource::Protocol, "protocol"}, {RecordSource::Log, "log"}};
+constexpr std::pair<RanksFrom, const char*> kRanksFrom[] = {{RanksFrom::Faultline, "faultline"},
+                                                            {RanksFrom::Launcher, "torchrun"}};
+
 // provides = ["faultline_probe"]: everything the Python helper does.
 constexpr const char* kHelper = "faultline_probe";
 
@@ -67,8 +73,7 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
         std::find(kArrays.begin(), kArrays.end(), key.substr(8)) == kArrays.end())
       scalars.set(key, value);
   ConfigBinder binder(scalars);
-  std::string records = "protocol", ranks_from = "faultline";
-  binder.bind("trainer.records", records, {"protocol", "log"});
+  binder.bind_enum("trainer.records", trainer.records, kRecordSources);
   binder.bind("trainer.log_regex", trainer.log_regex);
   binder.bind("trainer.checkpoint_regex", trainer.checkpoint_regex);
   binder.bind("trainer.steps_key", trainer.steps_key);
@@ -77,14 +82,12 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
   binder.bind_path("trainer.workdir", trainer.workdir, PathCheck::MustExist);
   binder.bind_path("trainer.config_file", trainer.config_file, PathCheck::MustExist);
   binder.bind("trainer.ranks", trainer.ranks, {1, 4096});
-  binder.bind("trainer.ranks_from", ranks_from, {"faultline", "torchrun"});
+  binder.bind_enum("trainer.ranks_from", trainer.ranks_from, kRanksFrom);
   try {
     binder.finish();
   } catch (const UserError& error) {
     for (const auto& item : error.items()) errors.add(item.what, item.where, item.hint);
   }
-  trainer.records = records == "log" ? RecordSource::Log : RecordSource::Protocol;
-  trainer.ranks_from = ranks_from == "torchrun" ? RanksFrom::Launcher : RanksFrom::Faultline;
   if (trainer.ranks_from == RanksFrom::Launcher && trainer.records == RecordSource::Log)
     errors.add("ranks_from = \"torchrun\" needs records = \"protocol\"",
                where("trainer.ranks_from", source),
@@ -156,7 +159,7 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
 }
 
 const char* to_string(RecordSource source) {
-  return source == RecordSource::Log ? "log" : "protocol";
+  return name_of(kRecordSources, source);
 }
 
 bool has_trainer_section(const ConfigSource& source) {

@@ -2,11 +2,11 @@
 #include "harness/launch/launcher_config.hpp"
 
 #include <fmt/format.h>
-#include <array>
 #include <sstream>
 #include <utility>
 
 #include "common/config.hpp"
+#include "common/enum_names.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "harness/launch/slurm_launcher.hpp"
 
@@ -15,29 +15,19 @@ namespace faultline::harness {
 namespace {
 
 // The one table of launcher names: to_string, parse_launcher_kind and the valid choices.
-constexpr std::array<std::pair<LauncherKind, const char*>, 2> kKinds{{
+constexpr std::pair<LauncherKind, const char*> kKinds[] = {
     {LauncherKind::Local, "local"},
     {LauncherKind::Slurm, "slurm"},
-}};
-
-std::vector<std::string> kind_names() {
-  std::vector<std::string> names;
-  for (const auto& [kind, name] : kKinds) names.emplace_back(name);
-  return names;
-}
+};
 
 }  // namespace
 
 const char* to_string(LauncherKind kind) {
-  for (const auto& [each, name] : kKinds)
-    if (each == kind) return name;
-  return "local";
+  return name_of(kKinds, kind);
 }
 
 std::optional<LauncherKind> parse_launcher_kind(const std::string& text) {
-  for (const auto& [kind, name] : kKinds)
-    if (text == name) return kind;
-  return std::nullopt;
+  return value_of(kKinds, text);
 }
 
 LauncherConfig load_launcher_config(const std::string& recipe_path,
@@ -49,9 +39,9 @@ LauncherConfig load_launcher_config(const std::string& recipe_path,
   const ConfigSource source = all.only("launcher");
   ConfigBinder binder(source);
   LauncherConfig config;
-  std::string kind = "local", srun_args;
+  std::string srun_args;
   auto& slurm = config.slurm;
-  binder.bind("launcher.kind", kind, kind_names());
+  binder.bind_enum("launcher.kind", config.kind, kKinds);
   binder.bind("launcher.nodes", slurm.nodes, {0, 100000});
   binder.bind("launcher.tasks_per_node", slurm.tasks_per_node, {0, 100000});
   binder.bind("launcher.time_limit", slurm.time_limit);
@@ -62,10 +52,9 @@ LauncherConfig load_launcher_config(const std::string& recipe_path,
   binder.bind("launcher.srun_args", srun_args);
   if (!kind_flag.empty() && !parse_launcher_kind(kind_flag))
     binder.fail("launcher.kind", "--launcher " + kind_flag + " is not a launcher",
-                fmt::format("give {}", fmt::join(kind_names(), " or ")));
+                fmt::format("give {}", fmt::join(names_of(kKinds), " or ")));
   binder.finish();
-  config.kind =
-      parse_launcher_kind(kind_flag.empty() ? kind : kind_flag).value_or(LauncherKind::Local);
+  if (!kind_flag.empty()) config.kind = *parse_launcher_kind(kind_flag);
   std::istringstream words(srun_args);
   for (std::string word; words >> word;) slurm.srun_args.push_back(word);
   return config;

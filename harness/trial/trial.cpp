@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.hpp"
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
@@ -152,6 +153,11 @@ void classify_scheduler_end(const SchedulerReport& report, const SupervisedResul
   }
 }
 
+constexpr std::pair<Verdict, const char*> kVerdictNames[] = {{Verdict::Pass, "pass"},
+                                                             {Verdict::Fail, "fail"},
+                                                             {Verdict::Skip, "skip"},
+                                                             {Verdict::InfraError, "infra_error"}};
+
 std::string iso_now() {
   std::time_t now = std::time(nullptr);
   char buffer[32];
@@ -162,23 +168,11 @@ std::string iso_now() {
 }  // namespace
 
 const char* to_string(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::Pass:
-      return "pass";
-    case Verdict::Fail:
-      return "fail";
-    case Verdict::Skip:
-      return "skip";
-    case Verdict::InfraError:
-      return "infra_error";
-  }
-  return "?";
+  return name_of(kVerdictNames, verdict);
 }
 
 std::optional<Verdict> parse_verdict(std::string_view text) {
-  for (Verdict verdict : {Verdict::Pass, Verdict::Fail, Verdict::Skip, Verdict::InfraError})
-    if (text == to_string(verdict)) return verdict;
-  return std::nullopt;
+  return value_of(kVerdictNames, text);
 }
 
 std::vector<std::string> trial_overrides(const TrialSpec& spec) {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.hpp"
 #include "common/error.hpp"
 
 namespace faultline {
@@ -76,6 +77,15 @@ class ConfigBinder {
   void bind(const std::string& key, double& field, Range<double> range = {});
   void bind(const std::string& key, std::string& field,
             const std::vector<std::string>& choices = {});
+  // A key whose value is one of an enum's names (enum_names.hpp): an invalid name is an error
+  // listing the valid ones, and the field keeps its default.
+  template <typename Enum, std::size_t N>
+  void bind_enum(const std::string& key, Enum& field,
+                 const std::pair<Enum, const char*> (&names)[N]) {
+    std::string text = name_of(names, field);
+    bind(key, text, names_of(names));
+    if (const auto value = value_of(names, text)) field = *value;
+  }
   // A path: made absolute against the folder of the file that set it (or the current
   // directory for --set), so a recipe works from any directory; "" stays "".
   void bind_path(const std::string& key, std::string& field, PathCheck check);

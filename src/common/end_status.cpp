@@ -1,35 +1,32 @@
 // The end event's statuses as text (end_status.hpp).
 #include "common/end_status.hpp"
 
-#include <array>
 #include <nlohmann/json.hpp>
 #include <utility>
+
+#include "common/enum_names.hpp"
 
 namespace faultline {
 
 namespace {
 
-constexpr std::array<std::pair<EndStatus, const char*>, 6> kNames = {{
+constexpr std::pair<EndStatus, const char*> kNames[] = {
     {EndStatus::Ok, "ok"},
     {EndStatus::Nonfinite, "nonfinite"},
     {EndStatus::DataAnomaly, "data_anomaly"},
     {EndStatus::Oom, "oom"},
     {EndStatus::Error, "error"},
     {EndStatus::Terminated, "terminated"},
-}};
+};
 
 }  // namespace
 
 const char* to_string(EndStatus status) {
-  for (const auto& [each, name] : kNames)
-    if (each == status) return name;
-  return "?";
+  return name_of(kNames, status);
 }
 
 std::optional<EndStatus> parse_end_status(std::string_view name) {
-  for (const auto& [each, text] : kNames)
-    if (name == text) return each;
-  return std::nullopt;
+  return value_of(kNames, name);
 }
 
 EndEvent read_end_event(const nlohmann::json& fields) {

@@ -2,6 +2,7 @@
 // conclusions durable.
 #include <stdexcept>
 
+#include "common/enum_names.hpp"
 #include "store/sqlite_util.hpp"
 #include "store/store.hpp"
 
@@ -168,22 +169,19 @@ std::vector<FindingInfo> Store::list_findings(int limit) const {
   return findings;
 }
 
+namespace {
+constexpr std::pair<SearchStatus, const char*> kSearchStatusNames[] = {
+    {SearchStatus::Running, "running"},
+    {SearchStatus::Done, "done"},
+    {SearchStatus::Failed, "failed"}};
+}  // namespace
+
 const char* to_string(SearchStatus status) {
-  switch (status) {
-    case SearchStatus::Running:
-      return "running";
-    case SearchStatus::Done:
-      return "done";
-    case SearchStatus::Failed:
-      return "failed";
-  }
-  return "?";
+  return name_of(kSearchStatusNames, status);
 }
 
 SearchStatus search_status_from_string(const std::string& text) {
-  if (text == "running") return SearchStatus::Running;
-  if (text == "done") return SearchStatus::Done;
-  if (text == "failed") return SearchStatus::Failed;
+  if (const auto status = value_of(kSearchStatusNames, text)) return *status;
   throw std::invalid_argument("unknown search status '" + text + "'");
 }
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "common/enum_names.hpp"
 #include "common/error.hpp"
 #include "store/cache.hpp"
 #include "store/schema.hpp"
@@ -128,22 +129,19 @@ void Store::raw_exec_for_tests(const std::string& path, const std::string& sql) 
   exec(connect(path, 5000, handle), path, sql);
 }
 
+namespace {
+constexpr std::pair<RunStatus, const char*> kRunStatusNames[] = {
+    {RunStatus::Running, "running"},
+    {RunStatus::Finished, "finished"},
+    {RunStatus::Interrupted, "interrupted"}};
+}  // namespace
+
 const char* to_string(RunStatus status) {
-  switch (status) {
-    case RunStatus::Running:
-      return "running";
-    case RunStatus::Finished:
-      return "finished";
-    case RunStatus::Interrupted:
-      return "interrupted";
-  }
-  return "running";
+  return name_of(kRunStatusNames, status);
 }
 
 RunStatus run_status_from_string(const std::string& text) {
-  if (text == "running") return RunStatus::Running;
-  if (text == "finished") return RunStatus::Finished;
-  if (text == "interrupted") return RunStatus::Interrupted;
+  if (const auto status = value_of(kRunStatusNames, text)) return *status;
   throw std::invalid_argument("unknown run status '" + text + "'");
 }
 

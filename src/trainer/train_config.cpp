@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/config.hpp"
+#include "common/enum_names.hpp"
 #include "common/hash.hpp"
 #include "common/text.hpp"
 
@@ -15,60 +16,44 @@ namespace faultline::trainer {
 
 namespace {
 
-template <typename Enum, size_t N>
-void bind_enum(ConfigBinder& binder, const std::string& key, Enum& field,
-               const std::array<std::pair<const char*, Enum>, N>& names) {
-  std::string text;
-  std::vector<std::string> choices;
-  for (const auto& [name, value] : names) {
-    choices.push_back(name);
-    if (value == field) text = name;
-  }
-  binder.bind(key, text, choices);
-  for (const auto& [name, value] : names)
-    if (text == name) field = value;
-}
+constexpr std::pair<ScheduleKind, const char*> kScheduleNames[] = {
+    {ScheduleKind::Constant, "constant"},
+    {ScheduleKind::Cosine, "cosine"},
+    {ScheduleKind::Wsd, "wsd"},
+};
 
-constexpr std::array<std::pair<const char*, ScheduleKind>, 3> kScheduleNames{{
-    {"constant", ScheduleKind::Constant},
-    {"cosine", ScheduleKind::Cosine},
-    {"wsd", ScheduleKind::Wsd},
-}};
-constexpr std::array<std::pair<const char*, ReplayRanks>, 2> kReplayRanksNames{{
-    {"own", ReplayRanks::Own},
-    {"all", ReplayRanks::All},
-}};
-constexpr std::array<std::pair<const char*, ProbeLevel>, 3> kProbeNames{{
-    {"off", ProbeLevel::Off},
-    {"cheap", ProbeLevel::Cheap},
-    {"full", ProbeLevel::Full},
-}};
-constexpr std::array<std::pair<const char*, DistBackend>, 3> kBackendNames{{
-    {"auto", DistBackend::Auto},
-    {"gloo", DistBackend::Gloo},
-    {"nccl", DistBackend::Nccl},
-}};
+constexpr std::pair<ReplayRanks, const char*> kReplayRanksNames[] = {
+    {ReplayRanks::Own, "own"},
+    {ReplayRanks::All, "all"},
+};
 
-constexpr std::array<std::pair<const char*, DeviceKind>, 3> kDeviceNames{{
-    {"auto", DeviceKind::Auto},
-    {"cpu", DeviceKind::Cpu},
-    {"cuda", DeviceKind::Cuda},
-}};
-constexpr std::array<std::pair<const char*, Precision>, 2> kPrecisionNames{{
-    {"fp32", Precision::Fp32},
-    {"bf16", Precision::Bf16},
-}};
-constexpr std::array<std::pair<const char*, CpuKernels>, 2> kCpuKernelNames{{
-    {"fused", CpuKernels::Fused},
-    {"aten", CpuKernels::Aten},
-}};
+constexpr std::pair<ProbeLevel, const char*> kProbeNames[] = {
+    {ProbeLevel::Off, "off"},
+    {ProbeLevel::Cheap, "cheap"},
+    {ProbeLevel::Full, "full"},
+};
 
-template <typename Enum, size_t N>
-const char* name_of(Enum value, const std::array<std::pair<const char*, Enum>, N>& names) {
-  for (const auto& [name, candidate] : names)
-    if (candidate == value) return name;
-  return "?";
-}
+constexpr std::pair<DistBackend, const char*> kBackendNames[] = {
+    {DistBackend::Auto, "auto"},
+    {DistBackend::Gloo, "gloo"},
+    {DistBackend::Nccl, "nccl"},
+};
+
+constexpr std::pair<DeviceKind, const char*> kDeviceNames[] = {
+    {DeviceKind::Auto, "auto"},
+    {DeviceKind::Cpu, "cpu"},
+    {DeviceKind::Cuda, "cuda"},
+};
+
+constexpr std::pair<Precision, const char*> kPrecisionNames[] = {
+    {Precision::Fp32, "fp32"},
+    {Precision::Bf16, "bf16"},
+};
+
+constexpr std::pair<CpuKernels, const char*> kCpuKernelNames[] = {
+    {CpuKernels::Fused, "fused"},
+    {CpuKernels::Aten, "aten"},
+};
 
 void bind_model(ConfigBinder& b, ModelConfig& m) {
   b.bind("model.vocab_size", m.vocab_size, {2, 65536});
@@ -108,7 +93,7 @@ void bind_optim(ConfigBinder& b, OptimConfig& o) {
 }
 
 void bind_schedule(ConfigBinder& b, ScheduleConfig& s) {
-  bind_enum(b, "schedule.kind", s.kind, kScheduleNames);
+  b.bind_enum("schedule.kind", s.kind, kScheduleNames);
   b.bind("schedule.warmup_steps", s.warmup_steps, {0, {}});
   b.bind("schedule.min_lr_ratio", s.min_lr_ratio, {0.0, 1.0});
   b.bind("schedule.decay_fraction", s.decay_fraction, {0.0, 1.0});
@@ -124,9 +109,9 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
   b.bind("train.threads", t.threads, {1, 256});
   b.bind("train.checkpoint_every", t.checkpoint_every, {0, {}});
   b.bind("train.log_every", t.log_every, {0, {}});
-  bind_enum(b, "train.device", t.device, kDeviceNames);
-  bind_enum(b, "train.precision", t.precision, kPrecisionNames);
-  bind_enum(b, "train.cpu_kernels", t.cpu_kernels, kCpuKernelNames);
+  b.bind_enum("train.device", t.device, kDeviceNames);
+  b.bind_enum("train.precision", t.precision, kPrecisionNames);
+  b.bind_enum("train.cpu_kernels", t.cpu_kernels, kCpuKernelNames);
   if (t.batch_size % t.grad_accum != 0)
     b.fail("train.batch_size",
            "batch_size " + std::to_string(t.batch_size) + " is not divisible by grad_accum " +
@@ -135,13 +120,13 @@ void bind_train(ConfigBinder& b, TrainLoopConfig& t) {
 }
 
 void bind_dist(ConfigBinder& b, DistConfig& d) {
-  bind_enum(b, "dist.backend", d.backend, kBackendNames);
+  b.bind_enum("dist.backend", d.backend, kBackendNames);
   b.bind("dist.ranks", d.ranks, {1, 4096});
   b.bind("dist.timeout_s", d.timeout_s, {1, {}});
 }
 
 void bind_probe(ConfigBinder& b, ProbeConfig& p) {
-  bind_enum(b, "probe.level", p.level, kProbeNames);
+  b.bind_enum("probe.level", p.level, kProbeNames);
   b.bind("probe.full_from_step", p.full_from_step, {0, {}});
   b.bind("probe.fingerprint_every", p.fingerprint_every, {0, {}});
   b.bind("probe.halt_on_nonfinite", p.halt_on_nonfinite);
@@ -159,7 +144,7 @@ void bind_probe(ConfigBinder& b, ProbeConfig& p) {
     }
     p.replay_samples.push_back(std::stoull(text));
   }
-  bind_enum(b, "probe.replay_ranks", p.replay_ranks, kReplayRanksNames);
+  b.bind_enum("probe.replay_ranks", p.replay_ranks, kReplayRanksNames);
   if (p.replay_samples.empty() != (p.replay_step == 0))
     b.fail(p.replay_step == 0 ? "probe.replay_samples" : "probe.replay_step",
            "probe.replay_step and probe.replay_samples go together",
@@ -314,22 +299,22 @@ std::string TrainConfig::where(const std::string& key) const {
 }
 
 const char* to_string(ScheduleKind kind) {
-  return name_of(kind, kScheduleNames);
+  return name_of(kScheduleNames, kind);
 }
 const char* to_string(ProbeLevel level) {
-  return name_of(level, kProbeNames);
+  return name_of(kProbeNames, level);
 }
 const char* to_string(DistBackend backend) {
-  return name_of(backend, kBackendNames);
+  return name_of(kBackendNames, backend);
 }
 const char* to_string(DeviceKind device) {
-  return name_of(device, kDeviceNames);
+  return name_of(kDeviceNames, device);
 }
 const char* to_string(Precision precision) {
-  return name_of(precision, kPrecisionNames);
+  return name_of(kPrecisionNames, precision);
 }
 const char* to_string(CpuKernels kernels) {
-  return name_of(kernels, kCpuKernelNames);
+  return name_of(kCpuKernelNames, kernels);
 }
 
 }  // namespace faultline::trainer

@@ -3,6 +3,7 @@
 // and every recipe error reported at once with its key.
 #include <gtest/gtest.h>
 
+#include "harness/contract/command_recipe.hpp"
 #include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
@@ -79,15 +80,10 @@ TEST(CommandRecipe, TheResolvedConfigKeepsTheTrainersKeysAndRunsWhereItRan) {
 
 TEST(CommandRecipe, WithoutAPrefixATrialIsAShorterRun) {
   ScratchDir dir;
-  write_file(dir.file("r.toml"), "[trainer]\ncommand = [\"/bin/sh\"]\n[train]\nsteps = 100\n");
-  const auto contract = TrainerContract::of(dir.file("r.toml"));
-  TrialSpec spec;
-  spec.config_path = dir.file("r.toml");
-  spec.stop_after = 10;
-  EXPECT_EQ(contract.scale_overrides(spec),
-            (std::vector<std::string>{"train.steps=10", "trainer.ranks=1"}));
-  EXPECT_NE(contract.skipped("samples", Capability::ReplaySamples).find("trainer.provides"),
-            std::string::npos);
+  const auto torchrun = load_command_trainer(ConfigSource::from_string(
+      "[trainer]\ncommand = [\"torchrun\", \"train.py\"]\nranks_from = \"torchrun\"\n", "r.toml"));
+  EXPECT_EQ(torchrun.ranks_from, RanksFrom::Launcher);
+  EXPECT_EQ(torchrun.records, RecordSource::Protocol);
 }
 
 TEST(CommandRecipe, EveryProblemIsReportedAtOnceWithItsKey) {
@@ -124,6 +120,32 @@ steps = 20
   EXPECT_NE(items[3].hint.find("did you mean 'fingerprints'?"), std::string::npos);
   EXPECT_NE(items[6].where.find("trainer.command.0 at "), std::string::npos);
   EXPECT_NE(items[8].hint.find("/usr/bin/python3"), std::string::npos);
+}
+
+TEST(CommandRecipe, RecordsAndRanksFromTakeOnlyTheirNames) {
+  ScratchDir dir;
+  write_file(dir.file("r.toml"), R"([trainer]
+command = ["/bin/sh", "train.sh"]
+records = "logs"
+ranks_from = "slurm"
+[train]
+steps = 20
+)");
+  const auto items = user_errors([&] { load_recipe(dir.file("r.toml"), {}); });
+  std::string all;
+  for (const auto& item : items) all += item.what + " | " + item.where + " | " + item.hint + "\n";
+  ASSERT_EQ(items.size(), 2u) << all;
+  EXPECT_EQ(items[0].what, "invalid value \"logs\"");
+  EXPECT_NE(items[0].where.find("trainer.records at "), std::string::npos) << items[0].where;
+  EXPECT_EQ(items[0].hint, "did you mean 'log'? (valid: protocol, log)");
+  EXPECT_EQ(items[1].what, "invalid value \"slurm\"");
+  EXPECT_NE(items[1].hint.find("valid: faultline, torchrun"), std::string::npos) << items[1].hint;
+
+  write_file(dir.file("r.toml"),
+             "[trainer]\ncommand = [\"/bin/sh\", \"train.sh\"]\n"
+             "ranks_from = \"torchrun\"\n[train]\nsteps = 20\n");
+  const auto contract = TrainerContract::of(dir.file("r.toml"));
+  EXPECT_EQ(contract.records(), RecordSource::Protocol);
 }
 
 TEST(CommandRecipe, TheStepsKeyMustNameAnIntegerOfTheRecipe) {

@@ -157,6 +157,34 @@ TEST(Config, StringChoicesSuggestAValidOne) {
   EXPECT_NE(error.hint.find("did you mean"), std::string::npos) << error.hint;
 }
 
+enum class Optimizer { Sgd, AdamW };
+constexpr std::pair<Optimizer, const char*> kOptimizerNames[] = {{Optimizer::Sgd, "sgd"},
+                                                                 {Optimizer::AdamW, "adamw"}};
+
+TEST(Config, AnEnumKeyTakesOneOfItsNamesAndKeepsItsDefaultWhenAbsent) {
+  ConfigSource source = ConfigSource::from_string("kind = \"adamw\"\n", "c.toml");
+  Optimizer kind = Optimizer::Sgd, other = Optimizer::AdamW;
+  ConfigBinder binder(source);
+  binder.bind_enum("kind", kind, kOptimizerNames);
+  binder.bind_enum("other", other, kOptimizerNames);
+  binder.finish();
+  EXPECT_EQ(kind, Optimizer::AdamW);
+  EXPECT_EQ(other, Optimizer::AdamW);
+  EXPECT_EQ(binder.canonical(), "kind = \"adamw\"\nother = \"adamw\"\n");
+}
+
+TEST(Config, AnEnumKeyWithAnUnknownNameListsTheValidOnes) {
+  ConfigSource source = ConfigSource::from_string("kind = \"adamm\"\n", "c.toml");
+  Optimizer kind = Optimizer::Sgd;
+  ConfigBinder binder(source);
+  binder.bind_enum("kind", kind, kOptimizerNames);
+  ErrorItem error = user_error([&] { binder.finish(); });
+  EXPECT_EQ(error.what, "invalid value \"adamm\"");
+  EXPECT_EQ(error.where, "kind at c.toml:1");
+  EXPECT_EQ(error.hint, "did you mean 'adamw'? (valid: sgd, adamw)");
+  EXPECT_EQ(kind, Optimizer::Sgd);
+}
+
 TEST(Config, CanonicalIsSortedValidToml) {
   ConfigSource source = ConfigSource::from_string(kToml, "tiny.toml");
   source.apply_overrides({"optim.lr=3e-4"});
