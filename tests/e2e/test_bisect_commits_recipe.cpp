@@ -5,27 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 
 #include "support/cli.hpp"
 #include "support/git_fixture.hpp"
+#include "support/recipe_text.hpp"
 
 using namespace faultline::testing;
 
 namespace {
 
 std::string micro_recipe() {
-  std::ifstream in(FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string replaced(std::string text, const std::string& from, const std::string& to) {
-  const auto at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
+  return read_text(FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml");
 }
 
 struct History {

@@ -23,8 +23,8 @@ constexpr int64_t kEvery = 50;  // checkpoint interval of the failing runs
 const std::vector<std::string> kLongRun = {"train.steps=400",
                                            "train.checkpoint_every=" + std::to_string(kEvery)};
 
-std::vector<std::string> with_sets(std::vector<std::string> args,
-                                   const std::vector<std::string>& overrides) {
+std::vector<std::string> long_run_with_sets(std::vector<std::string> args,
+                                            const std::vector<std::string>& overrides) {
   for (const auto& o : kLongRun) args.insert(args.end(), {"--set", o});
   for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
   return args;
@@ -32,7 +32,8 @@ std::vector<std::string> with_sets(std::vector<std::string> args,
 
 // A stored failing run of `faultline train`.
 int64_t stored_failing_run(const std::string& dir, const std::vector<std::string>& overrides) {
-  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--json"}, overrides), dir, 300);
+  auto train =
+      faultline_cli(long_run_with_sets({"train", "-c", kMicro, "--json"}, overrides), dir, 300);
   EXPECT_EQ(train.result.exit_code, 1) << train.result.output;
   return train.doc.value("run_id", int64_t{0});
 }
@@ -40,7 +41,7 @@ int64_t stored_failing_run(const std::string& dir, const std::vector<std::string
 // A plain faultline-train run (not launched by faultline) into `out`.
 void plain_run(const std::string& out, const std::vector<std::string>& overrides) {
   auto run = run_process(
-      {with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out}, overrides), {}, 300});
+      {long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out}, overrides), {}, 300});
   ASSERT_EQ(run.exit_code, 3) << run.output;  // halted on the non-finite value
 }
 
@@ -111,9 +112,10 @@ TEST(IsolateRun, PoisonedSampleIsNamedFromTheStoredRunsCheckpoint) {
 // again at the run's two ranks (400 steps: it was the whole run, three times, before).
 TEST(IsolateRun, AStragglerOfAStoredRunIsReplayedOverItsLastIntervalNotTheWholeRun) {
   const std::string dir = make_temp_dir("isolate-run-straggler");
-  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--json"},
+  auto train =
+      faultline_cli(long_run_with_sets({"train", "-c", kMicro, "--json"},
                                        {"dist.ranks=2", "fault.slow_rank=1", "fault.slow_ms=20"}),
-                             dir, 300, {}, TimingDetectors::On);
+                    dir, 300, {}, TimingDetectors::On);
   ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
   const int64_t run = train.doc.at("run_id");
   auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300, {},
@@ -256,8 +258,7 @@ TEST(IsolateRun, ReproAfterTheRecipeWasEditedReplaysTheStoredConfigBitwiseAndSay
   EXPECT_THAT(broken.doc.at("recipe_changed").get<std::string>(), HasSubstr("no longer loads"));
 
   {
-    std::ifstream in(kMicro);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_text(kMicro);
     const auto at = text.find("lr = 1e-2");
     ASSERT_NE(at, std::string::npos);
     // A valid recipe that trains differently.
@@ -296,10 +297,10 @@ TEST(IsolateRun, KilledIsolateOfAStoredRunResumesWithoutRepeatingFinishedTrials)
 
 TEST(IsolateRun, SilentGradientCorruptionOnOneOfFourRanksIsNamedFromAPassingStoredRun) {
   const std::string dir = make_temp_dir("isolate-run-ranks");
-  auto train = faultline_cli(
-      with_sets({"train", "-c", kMicro, "--json"},
-                {"dist.ranks=4", "fault.corrupt_grad_rank=2", "fault.corrupt_grad_step=234"}),
-      dir, 300);
+  auto train = faultline_cli(long_run_with_sets({"train", "-c", kMicro, "--json"},
+                                                {"dist.ranks=4", "fault.corrupt_grad_rank=2",
+                                                 "fault.corrupt_grad_step=234"}),
+                             dir, 300);
   ASSERT_EQ(train.result.exit_code, 0) << "silent: no detector fails it\n" << train.result.output;
   const int64_t run = train.doc.at("run_id");
   auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 600);
@@ -338,15 +339,15 @@ TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
   const int port = free_port();
   std::vector<ProcessSpec> ranks;
   for (int rank = 0; rank < 4; ++rank)
-    ranks.push_back(
-        {with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
-                   {"dist.ranks=4", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=234"}),
-         {{"RANK", std::to_string(rank)},
-          {"WORLD_SIZE", "4"},
-          {"LOCAL_RANK", std::to_string(rank)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)}},
-         300});
+    ranks.push_back({long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
+                                        {"dist.ranks=4", "fault.corrupt_grad_rank=1",
+                                         "fault.corrupt_grad_step=234"}),
+                     {{"RANK", std::to_string(rank)},
+                      {"WORLD_SIZE", "4"},
+                      {"LOCAL_RANK", std::to_string(rank)},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)}},
+                     300});
   for (const auto& result : run_processes(ranks)) ASSERT_EQ(result.exit_code, 0) << result.output;
   auto imported = faultline_cli({"import", out, "--ranks", "4", "--json"}, dir);
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;

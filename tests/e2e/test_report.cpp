@@ -16,11 +16,6 @@ namespace {
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 class Report : public ::testing::Test {
  protected:
   // One isolate for the whole suite: every test reads the same stored finding.

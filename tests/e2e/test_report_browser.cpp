@@ -27,11 +27,6 @@ std::string chromium() {
   return "";
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Headless Chromium on a file, with no background traffic of its own: whatever the net log
 // shows, the page asked for. `what` is --dump-dom or --screenshot=FILE.
 ProcessResult browse(const std::string& page, const std::string& what, const std::string& net_log,

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "support/cli.hpp"
@@ -285,10 +284,8 @@ TEST(Train, ModelTooLargeForMemoryIsAnOomReportedByTheTrainer) {
   EXPECT_EQ(failures[0].at("detail"), "rank 0 ran out of memory (the trainer reported it)");
 
   // The trainer's own line, in the rank's log.
-  std::ifstream log(dir + "/runs/run-" + run_id + "/rank0.log");
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_THAT(text.str(), HasSubstr("faultline-train: out of memory: "));
+  EXPECT_THAT(read_text(dir + "/runs/run-" + run_id + "/rank0.log"),
+              HasSubstr("faultline-train: out of memory: "));
 }
 
 TEST(Train, InterruptedRunKeepsItsRowsAndIsMarkedInterrupted) {

@@ -81,8 +81,12 @@ fi
 build=$root/build
 cli=$build/src/cli/faultline
 train=$build/src/trainer/faultline-train
-tests=$build/tests/e2e/test_external_trainer
-for binary in "$cli" "$train" "$tests"; do
+tests=()  # the ExternalTrainer binaries, not CTest's files beside them
+for binary in "$build"/tests/e2e/test_external_*; do
+  case "$binary" in *.cmake) ;; *) tests+=("$binary") ;; esac
+done
+[ ${#tests[@]} -gt 0 ] || { echo "current_torch.sh: no test_external_* in $build/tests/e2e" >&2; exit 2; }
+for binary in "$cli" "$train" "${tests[@]}"; do
   [ -x "$binary" ] || { echo "current_torch.sh: $binary is not built; run make build" >&2; exit 2; }
 done
 libs=$sid/opt/bookworm-libs
@@ -99,10 +103,15 @@ copy_missing() {  # copy_missing <folder> <binary>...: what sid lacks of their l
     cp -L "$lib" "$folder/"
   done
 }
-copy_missing "$libs/all" "$cli" "$tests"
+copy_missing "$libs/all" "$cli" "${tests[@]}"
 copy_missing "$libs/train" "$train"
 printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/bookworm-libs/train:/opt/bookworm-libs/all exec %s "$@"\n' \
   "$train" > "$sid/opt/faultline-train"
 chmod +x "$sid/opt/faultline-train"
-chroot "$sid" sh -c "cd '$build/tests/e2e' && LD_LIBRARY_PATH=/opt/bookworm-libs/all \
-  FAULTLINE_TRAIN=/opt/faultline-train ./test_external_trainer --gtest_filter='$filter'"
+status=0
+for binary in "${tests[@]}"; do
+  chroot "$sid" sh -c "cd '$build/tests/e2e' && LD_LIBRARY_PATH=/opt/bookworm-libs/all \
+    FAULTLINE_TRAIN=/opt/faultline-train ./$(basename "$binary") --gtest_filter='$filter'" ||
+    status=1
+done
+exit $status

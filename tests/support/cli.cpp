@@ -27,4 +27,10 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
   return cli;
 }
 
+std::vector<std::string> with_sets(std::vector<std::string> args,
+                                   const std::vector<std::string>& sets) {
+  for (const auto& set : sets) args.insert(args.end(), {"--set", set});
+  return args;
+}
+
 }  // namespace faultline::testing

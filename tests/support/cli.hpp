@@ -26,4 +26,8 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
                   std::function<bool()> kill_when = {},
                   TimingDetectors timing = TimingDetectors::Off);
 
+// ARGS with `--set KEY=VALUE` for each of `sets` appended.
+std::vector<std::string> with_sets(std::vector<std::string> args,
+                                   const std::vector<std::string>& sets);
+
 }  // namespace faultline::testing

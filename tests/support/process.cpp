@@ -46,13 +46,12 @@ pid_t spawn(const ProcessSpec& spec, const std::string& log_path) {
   _exit(127);
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 }  // namespace
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 namespace {
 // What make_temp_dir made, removed when the test program exits: a suite run leaves nothing in
@@ -135,7 +134,7 @@ std::vector<ProcessResult> run_processes(const std::vector<ProcessSpec>& specs) 
   }
   std::vector<ProcessResult> results;
   for (auto& child : children) {
-    child.result.output = slurp(child.log_path);
+    child.result.output = read_text(child.log_path);
     results.push_back(child.result);
   }
   return results;

@@ -36,6 +36,9 @@ ProcessResult run_process(const ProcessSpec& spec);
 // program exits (kept with FAULTLINE_KEEP_TEST_DIRS=1).
 std::string make_temp_dir(const std::string& tag);
 
+// The whole file, or "" when it cannot be read (yet).
+std::string read_text(const std::string& path);
+
 // A TCP port that was free a moment ago.
 int free_port();
 
