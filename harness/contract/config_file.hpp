@@ -10,7 +10,8 @@
 namespace faultline::harness::contract {
 
 // Every leaf value of the file, by dotted path (`optim.lr`, `layers.0.width`). Throws a
-// UserError naming the file for an unreadable, malformed or unsupported one (YAML: not yet).
+// UserError naming the file for an unreadable, malformed or unsupported one (JSON, YAML and TOML
+// are read).
 std::map<std::string, ConfigValue> read_config_file(const std::string& path);
 
 // The file's text with `values` at their keys; the rest as the file has it.
