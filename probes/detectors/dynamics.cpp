@@ -37,7 +37,8 @@ int phase_priority(const std::string& phase) {
 
 std::string describe(const AnomalyRecord& a) {
   std::string text = a.phase.empty() ? "anomaly" : a.phase;
-  if (!a.where.empty()) text += " at " + a.where;
+  // A trainer names the loss's phase and place alike ("loss at loss"): said once.
+  if (!a.where.empty() && a.where != a.phase) text += " at " + a.where;
   if (!a.detail.empty()) text += ": " + a.detail;
   if (!a.samples.empty()) text += fmt::format("; samples {}", fmt::join(a.samples, ", "));
   if (!a.shards.empty()) text += fmt::format("; shards {}", fmt::join(a.shards, ", "));

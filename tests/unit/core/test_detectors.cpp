@@ -94,6 +94,17 @@ TEST(Detectors, NonfiniteAnomalyThatNamesTheModuleWins) {
     EXPECT_NE(detail.find(part), std::string::npos) << part << " in " << detail;
 }
 
+TEST(Detectors, ALossAnomalyNamesItsPhaseOnceWhenItsPlaceIsThePhase) {
+  auto records = synthetic_run({30, 1});
+  record_at(records, 20, 0).loss = kNan;
+  RunJudge judge;
+  for (const auto& record : records) judge.observe(record);
+  judge.observe(AnomalyRecord{0, 1.0, 20, "nonfinite", "loss", "loss", "loss is nan", {}, {}, ""});
+  auto failures = judge.finish();
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "nonfinite", 20, 0));
+  EXPECT_EQ(failures[0].detail.rfind("loss: loss is nan", 0), 0u) << failures[0].detail;
+}
+
 TEST(Detectors, EarlierNonfiniteStepBeatsBetterEvidenceLater) {
   auto records = synthetic_run({50, 2});
   record_at(records, 19, 1).grad_norm = kNan;
