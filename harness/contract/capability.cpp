@@ -1,13 +1,14 @@
 // The capability names, as recipes spell them in `trainer.provides`.
 #include "harness/contract/capability.hpp"
 
-#include <array>
 #include <utility>
+
+#include "common/enum_names.hpp"
 
 namespace faultline::harness::contract {
 
 namespace {
-constexpr std::array<std::pair<Capability, const char*>, 10> kNames{{
+constexpr std::pair<Capability, const char*> kNames[] = {
     {Capability::Prefix, "prefix"},
     {Capability::Resume, "resume"},
     {Capability::Checkpoints, "checkpoints"},
@@ -18,25 +19,19 @@ constexpr std::array<std::pair<Capability, const char*>, 10> kNames{{
     {Capability::ReplaySamples, "replay_samples"},
     {Capability::ReplicaMode, "replica"},
     {Capability::Fingerprints, "fingerprints"},
-}};
+};
 }  // namespace
 
 const char* to_string(Capability capability) {
-  for (const auto& [value, name] : kNames)
-    if (value == capability) return name;
-  return "?";
+  return name_of(kNames, capability);
 }
 
 std::optional<Capability> parse_capability(const std::string& name) {
-  for (const auto& [value, text] : kNames)
-    if (name == text) return value;
-  return std::nullopt;
+  return value_of(kNames, name);
 }
 
 std::vector<std::string> capability_names() {
-  std::vector<std::string> names;
-  for (const auto& [value, name] : kNames) names.emplace_back(name);
-  return names;
+  return names_of(kNames);
 }
 
 const std::vector<Capability>& all_capabilities() {
