@@ -7,6 +7,7 @@
 
 #include "common/config.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 
 namespace faultline::harness {
 
@@ -37,6 +38,12 @@ Ladder load_ladder(const std::string& path) {
       binder.fail(prefix + "data_fraction", "data_fraction must be above 0", "use (0, 1]");
     ladder.rungs.push_back(rung);
   }
+  // A ladder says which rungs to climb; how their ranks start is the recipe's to say.
+  binder.accept_section("launcher");
+  for (const auto& [key, value] : source.values())
+    if (starts_with(key, "launcher."))
+      binder.fail(key, "unknown key '" + key + "'",
+                  "[launcher] belongs in the recipe given with -c, not in the ladder");
   binder.finish();
   if (ladder.rungs.empty())
     throw UserError("ladder has no rungs", path,

@@ -40,3 +40,16 @@ TEST(Ladder, AReferenceThatIsNoStringIsAnErrorNamingTheKey) {
     EXPECT_NE(std::string(error.what()).find("reference"), std::string::npos) << error.what();
   }
 }
+
+TEST(Ladder, ALauncherSectionIsAnErrorThatSaysItBelongsInTheRecipe) {
+  const auto items = faultline::testing::user_errors([] {
+    load_ladder(write("launcher.toml",
+                      "[launcher]\nkind = \"slurm\"\n[[rungs]]\nsteps = 10\n"
+                      "stepz = 5\n"));
+  });
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].what, "unknown key 'rungs.0.stepz'");
+  EXPECT_EQ(items[1].what, "unknown key 'launcher.kind'");
+  EXPECT_NE(items[1].where.find("launcher.toml:2"), std::string::npos) << items[1].where;
+  EXPECT_EQ(items[1].hint, "[launcher] belongs in the recipe given with -c, not in the ladder");
+}
