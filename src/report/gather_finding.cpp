@@ -230,9 +230,9 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
                       healthy ? SeriesRole::Reference : SeriesRole::Replay,
                       plotted_records(store, evidence_run, report.bad_step).take()});
   }
-  const std::string pass = harness::to_string(harness::Verdict::Pass);
   for (const auto& trial : report.timeline)
-    if (starts_with(trial.phase, harness::kBaselinePhase) && trial.verdict == pass) {
+    if (starts_with(trial.phase, harness::kBaselinePhase) &&
+        harness::parse_verdict(trial.verdict) == harness::Verdict::Pass) {
       others.push_back({fmt::format("baseline (run {})", trial.run_id), SeriesRole::Reference,
                         plotted_records(store, trial.run_id, report.bad_step).take()});
       break;
