@@ -11,6 +11,11 @@
 
 namespace faultline::harness::slurm {
 
+// How a rank ended, as faultline-slurm-rank writes it to rank<N>.exit for the launcher to read:
+// "exited CODE" or "signaled SIGNAL".
+constexpr const char* kExitedWord = "exited";
+constexpr const char* kSignaledWord = "signaled";
+
 // Runs a Slurm client command and returns its stdout; a command that fails is an InfraError
 // with its stderr.
 std::string query(const std::vector<std::string>& argv,

@@ -67,7 +67,7 @@ std::optional<RankStatus> read_exit(const std::string& path) {
   int value = 0;
   if (!(in >> how >> value)) return std::nullopt;
   RankStatus status;
-  status.kind = how == "signaled" ? ExitKind::Signaled : ExitKind::Exited;
+  status.kind = how == slurm::kSignaledWord ? ExitKind::Signaled : ExitKind::Exited;
   (status.kind == ExitKind::Signaled ? status.signal : status.exit_code) = value;
   status.ended = Clock::now();
   return status;

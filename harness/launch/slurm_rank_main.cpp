@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
   // Written whole, then renamed: the launcher never reads half a line.
   const std::string exit_path = out_dir + "/rank" + rank + ".exit";
   std::ofstream(exit_path + ".tmp")
-      << (WIFSIGNALED(status) ? "signaled " : "exited ")
-      << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "\n";
+      << (WIFSIGNALED(status) ? faultline::harness::slurm::kSignaledWord
+                              : faultline::harness::slurm::kExitedWord)
+      << " " << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "\n";
   std::rename((exit_path + ".tmp").c_str(), exit_path.c_str());
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }

@@ -49,7 +49,7 @@ class StragglerDetector : public Detector {
 
   void judge(Findings& out, bool final) const override {
     if (!final) return;
-    const bool cpu = t_.clock == "auto" && every_sample_has_cpu_time();
+    const bool cpu = t_.clock == StragglerClock::Auto && every_sample_has_cpu_time();
     std::map<int, Evidence> ranks;
     for_each_step([&](const std::map<int, Sample>& at_step) {
       if (at_step.size() < 2) return;

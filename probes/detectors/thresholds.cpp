@@ -9,6 +9,8 @@ const Range<int64_t> kAtLeastZero{0, {}};
 const Range<double> kFactor{1.0, {}};
 const Range<double> kShare{0.0, 1.0};
 const Range<double> kNonNegative{0.0, {}};
+constexpr std::pair<StragglerClock, const char*> kClocks[] = {{StragglerClock::Auto, "auto"},
+                                                              {StragglerClock::Wall, "wall"}};
 }  // namespace
 
 void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) {
@@ -72,7 +74,7 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("straggler.max_p_value"), t.straggler.max_p_value, kShare);
   b.bind(key("straggler.skip_steps"), t.straggler.skip_steps, kAtLeastZero);
   b.bind(key("straggler.min_steps"), t.straggler.min_steps, kAtLeastOne);
-  b.bind(key("straggler.clock"), t.straggler.clock, {"auto", "wall"});
+  b.bind_enum(key("straggler.clock"), t.straggler.clock, kClocks);
 
   b.bind(key("gpu.enabled"), t.gpu.enabled);
   b.bind(key("gpu.nccl_factor"), t.gpu.nccl_factor, kFactor);

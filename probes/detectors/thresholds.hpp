@@ -10,6 +10,10 @@
 
 namespace faultline::detectors {
 
+// Which time the straggler detector compares. Auto: cpu_ms when every rank reports it
+// (descheduling does not add CPU time), wall compute time otherwise. Wall: always wall time.
+enum class StragglerClock { Auto, Wall };
+
 // One section per failure kind; the TOML keys are `<section>.<field>`.
 struct Thresholds {
   struct Nonfinite {
@@ -98,9 +102,7 @@ struct Thresholds {
     double max_p_value = 1e-3;
     int64_t skip_steps = 2;  // first steps pay one-time costs
     int64_t min_steps = 5;
-    // "auto": compare cpu_ms when every rank reports it (descheduling does not add CPU time),
-    // wall compute time otherwise; "wall": always wall time.
-    std::string clock = "auto";
+    StragglerClock clock = StragglerClock::Auto;
   } straggler;
   struct Gpu {
     bool enabled = true;

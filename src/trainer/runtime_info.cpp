@@ -40,8 +40,8 @@ std::string RuntimeInfo::blas_summary() const {
 }
 
 std::string RuntimeInfo::blas_kernel_how() const {
-  if (blas_kernel_source == "auto") return "chosen automatically";
-  if (blas_kernel_source == "user") return "set by OPENBLAS_CORETYPE";
+  if (blas_kernel_source == to_string(KernelSource::Auto)) return "chosen automatically";
+  if (blas_kernel_source == to_string(KernelSource::User)) return "set by OPENBLAS_CORETYPE";
   return "OpenBLAS's own choice";
 }
 

@@ -81,7 +81,7 @@ std::vector<StepRecord> steps_of(const std::string& run_dir, int ranks) {
 // The straggler judged again on wall time.
 std::vector<detectors::Failure> judge_on_wall(const std::vector<StepRecord>& steps) {
   detectors::Thresholds wall;
-  wall.straggler.clock = "wall";
+  wall.straggler.clock = detectors::StragglerClock::Wall;
   detectors::RunJudge judge(wall);
   for (const auto& step : steps) judge.observe(step);
   return judge.finish();

@@ -80,7 +80,7 @@ TEST(DetectorsStraggler, BurningCpuIsAStragglerWithBothClocksInTheDetail) {
   slow_down(descheduled, 2, 20, Extra::Descheduled, every_step);
   EXPECT_TRUE(judge(descheduled).empty()) << describe(judge(descheduled));
   Thresholds wall;
-  wall.straggler.clock = "wall";
+  wall.straggler.clock = StragglerClock::Wall;
   expect_one(judge(descheduled, wall), "straggler", -1, 2);
 }
 
