@@ -3,7 +3,6 @@
 #include "trainer/train_config.hpp"
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <utility>
 

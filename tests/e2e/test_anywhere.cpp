@@ -126,8 +126,7 @@ TEST(Anywhere, DataPathIsRelativeToTheRecipeAndStoredResolved) {
   EXPECT_THAT(synth.result.output, HasSubstr("path = \"" + project + "/data/shards\""))
       << "synth prints the recipe lines that use its output";
   fs::create_directories(project + "/recipes");
-  std::ifstream micro(kMicro);
-  std::string text((std::istreambuf_iterator<char>(micro)), std::istreambuf_iterator<char>());
+  std::string text = read_text(kMicro);
   text.replace(text.find("[data]"), 6, "[data]\npath = \"../data/shards\"");
   write_text(project + "/recipes/r.toml", text);
 

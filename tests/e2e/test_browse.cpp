@@ -26,8 +26,7 @@ const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 
 Cli train(const std::string& dir, std::vector<std::string> sets,
           std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"train", "-c", kMicro};
-  for (const auto& set : sets) args.insert(args.end(), {"--set", set});
+  std::vector<std::string> args = with_sets({"train", "-c", kMicro}, sets);
   args.insert(args.end(), extra.begin(), extra.end());
   return faultline_cli(args, dir, 300);
 }

@@ -22,8 +22,7 @@ const std::string kTiny = FAULTLINE_SOURCE_DIR "/recipes/train/tiny.toml";
 
 Cli isolate(const std::vector<std::string>& overrides, std::vector<std::string> extra = {},
             const std::string& dir = make_temp_dir("isolate"), const std::string& recipe = kMicro) {
-  std::vector<std::string> args = {"isolate", "-c", recipe, "--json"};
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  std::vector<std::string> args = with_sets({"isolate", "-c", recipe, "--json"}, overrides);
   args.insert(args.end(), extra.begin(), extra.end());
   return faultline_cli(args, dir, 300);
 }

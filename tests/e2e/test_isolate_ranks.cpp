@@ -17,9 +17,8 @@ const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 // crashes, which a loaded machine must not turn into a straggler verdict.
 Cli isolate(int ranks, const std::vector<std::string>& overrides, const std::string& dir,
             std::vector<std::string> extra = {}, TimingDetectors timing = TimingDetectors::Off) {
-  std::vector<std::string> args = {"isolate", "-c",      kMicro,
-                                   "--json",  "--ranks", std::to_string(ranks)};
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
+  std::vector<std::string> args =
+      with_sets({"isolate", "-c", kMicro, "--json", "--ranks", std::to_string(ranks)}, overrides);
   args.insert(args.end(), extra.begin(), extra.end());
   return faultline_cli(args, dir, 120, {}, timing);
 }

@@ -25,9 +25,7 @@ const std::vector<std::string> kLongRun = {"train.steps=400",
 
 std::vector<std::string> long_run_with_sets(std::vector<std::string> args,
                                             const std::vector<std::string>& overrides) {
-  for (const auto& o : kLongRun) args.insert(args.end(), {"--set", o});
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  return args;
+  return with_sets(with_sets(std::move(args), kLongRun), overrides);
 }
 
 // A stored failing run of `faultline train`.

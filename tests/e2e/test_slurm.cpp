@@ -22,8 +22,7 @@ const std::string kHelper = FAULTLINE_SOURCE_DIR "/examples/pytorch/train.toml";
 Cli on_slurm(std::vector<std::string> args, const std::vector<std::string>& overrides,
              const std::string& dir) {
   args.insert(args.end(), {"--launcher", "slurm", "--json"});
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  return faultline_cli(args, dir, 400);
+  return faultline_cli(with_sets(std::move(args), overrides), dir, 400);
 }
 
 nlohmann::json failure_of(const nlohmann::json& failures, const std::string& kind) {

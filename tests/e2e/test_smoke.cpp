@@ -28,10 +28,10 @@ const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml"
 Cli smoke(const std::vector<std::string>& overrides, const std::string& ladder = kLadder,
           TimingDetectors timing = TimingDetectors::Off) {
   std::string dir = make_temp_dir("smoke");
-  std::vector<std::string> args = {"smoke", "-c",     kMicro,           "--ladder",
-                                   ladder,  "--json", "--step-timeout", "5"};
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  return faultline_cli(args, dir, 120, {}, timing);
+  return faultline_cli(
+      with_sets({"smoke", "-c", kMicro, "--ladder", ladder, "--json", "--step-timeout", "5"},
+                overrides),
+      dir, 120, {}, timing);
 }
 
 Cli timed_smoke(const std::vector<std::string>& overrides) {

@@ -17,17 +17,14 @@ namespace {
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 
 int64_t train(const std::string& dir, const std::vector<std::string>& overrides) {
-  std::vector<std::string> args = {"train", "-c", kMicro, "--json", "-q"};
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  auto cli = faultline_cli(args, dir);
+  auto cli = faultline_cli(with_sets({"train", "-c", kMicro, "--json", "-q"}, overrides), dir);
   EXPECT_FALSE(cli.doc.is_null()) << cli.result.output;
   return cli.doc.is_null() ? 0 : cli.doc.at("run_id").get<int64_t>();
 }
 
 Cli smoke(const std::string& dir, const std::vector<std::string>& overrides) {
-  std::vector<std::string> args = {"smoke", "-c", kMicro, "--reference", "healthy", "--json"};
-  for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
-  return faultline_cli(args, dir);
+  return faultline_cli(
+      with_sets({"smoke", "-c", kMicro, "--reference", "healthy", "--json"}, overrides), dir);
 }
 
 // One store for every test: three healthy seeds stored once as reference "healthy".
