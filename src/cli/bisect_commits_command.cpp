@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
@@ -75,8 +76,6 @@ void complete_request(CommitsArgs& args) {
           "unknown failure kind '" + args.kind + "'", "--kind",
           fmt::format("give one of {}", fmt::join(detectors::failure_kind_names(), ", ")));
   }
-  if (judge.build_timeout_s <= 0 || judge.test_timeout_s <= 0)
-    throw UserError("timeouts must be positive", "--build-timeout/--test-timeout");
   request.search = args.flaky ? harness::CommitSearch::Flaky : harness::CommitSearch::Plain;
   if (args.flaky) check_flaky_options(request.flaky);
   judge.kind = args.test.empty() ? harness::JudgeKind::Recipe : harness::JudgeKind::Test;
@@ -236,9 +235,12 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
   auto* recipe = command->add_option("--recipe", args->recipe,
                                      "trainer recipe run on the trainer built at each commit");
   command->add_option("--build", judge.build, "shell command that builds a worktree; fails: skip");
-  command->add_option("--build-timeout", judge.build_timeout_s, "seconds (default 3600)");
-  command->add_option("--test-timeout", judge.test_timeout_s,
-                      "seconds per --test run; a timeout is bad (default 600)");
+  command->add_option("--build-timeout", judge.build_timeout_s, "seconds (default 3600)")
+      ->check(above_zero());
+  command
+      ->add_option("--test-timeout", judge.test_timeout_s,
+                   "seconds per --test run; a timeout is bad (default 600)")
+      ->check(above_zero());
   command
       ->add_option("--trainer-path", judge.trainer_path,
                    "the trainer inside a built worktree (default "
@@ -246,8 +248,11 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
       ->needs(recipe);
   command->add_option("--set", judge.overrides, "override a recipe key: section.key=value")
       ->needs(recipe);
-  command->add_option("--steps", judge.steps, "run only the first N steps")->needs(recipe);
+  command->add_option("--steps", judge.steps, "run only the first N steps")
+      ->check(at_least(1))
+      ->needs(recipe);
   command->add_option("--ranks", judge.ranks, "ranks (default: the recipe's dist.ranks)")
+      ->check(at_least(1))
       ->needs(recipe);
   command
       ->add_option("--kind", args->kind,
@@ -257,6 +262,7 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
       ->add_option("--reference-seeds", judge.reference_seeds,
                    "--kind loss_regression: runs of the good commit (seeds) that are the "
                    "reference (default 4)")
+      ->check(at_least(1))
       ->needs(recipe);
   auto* flaky = command->add_flag("--flaky", args->flaky,
                                   "flake-aware Bayesian bisection with a no-culprit answer");
@@ -280,7 +286,8 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
       ->add_option("--max-executions", request.flaky.max_executions,
                    "stop after this many runs (default 100)")
       ->needs(flaky);
-  command->add_option("--jobs", request.jobs, "commits proposed per round (judged in turn)");
+  command->add_option("--jobs", request.jobs, "commits proposed per round (judged in turn)")
+      ->check(at_least(1));
   command->add_flag("--keep-worktrees", args->keep_worktrees, "leave every worktree on disk");
   add_context_options(*command);
   command->callback([args, &exit_code] { exit_code = run_commits(*args); });

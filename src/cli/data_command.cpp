@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "cli/option_checks.hpp"
 #include "cli/run_context.hpp"
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -190,19 +191,19 @@ void add_synth(CLI::App& data) {
   auto* cmd = data.add_subcommand("synth", "write shards of a seeded synthetic n-gram language");
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->add_option("--shards", args->options.shards, "number of shards")
-      ->check(CLI::Range(1, 1000))
+      ->check(between(1, 1000))
       ->capture_default_str();
   cmd->add_option("--tokens-per-shard", args->options.tokens_per_shard, "tokens in each shard")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--vocab", args->options.vocab_size, "vocabulary size")
-      ->check(CLI::Range(2, 65536))
+      ->check(between(2, 65536))
       ->capture_default_str();
   cmd->add_option("--order", args->options.order, "context length of the n-gram model")
-      ->check(CLI::Range(0, 16))
+      ->check(between(0, 16))
       ->capture_default_str();
   cmd->add_option("--branching", args->options.branching, "next-token candidates per context")
-      ->check(CLI::Range(1, 256))
+      ->check(between(1, 256))
       ->capture_default_str();
   cmd->add_option("--seed", args->options.seed, "seed of the language and its text")
       ->capture_default_str();
@@ -215,7 +216,7 @@ void add_prepare(CLI::App& data) {
   auto* cmd = data.add_subcommand("prepare", "tokenize text files into byte-level shards");
   cmd->add_option("--out", args->out, "output directory")->required();
   cmd->add_option("--shard-tokens", args->shard_tokens, "tokens (bytes) per shard")
-      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 40))
+      ->check(between(2, 1LL << 40))
       ->capture_default_str();
   cmd->add_option("files", args->files, "text files, concatenated in this order")->required();
   cmd->add_flag("--force", args->force, "replace shards already in the output directory");

@@ -27,18 +27,13 @@ int print_json(const std::string& kind, const std::vector<ErrorItem>& items, Exi
 }
 }  // namespace
 
-int ErrorOutput::usage_code() const {
-  return static_cast<int>(ExitCode::BadInput);
-}
-
 // The text lines go to stderr in both formats: a person watching a --json run still reads them,
 // and stdout keeps exactly one document.
-int ErrorOutput::usage(const std::string& what) const {
-  fmt::print(stderr, "faultline: error: {}\n", what);
-  if (format_ == ErrorFormat::Json)
-    return print_json("usage", {{what, "command line", "see faultline --help"}},
-                      ExitCode::BadInput);
-  return usage_code();
+int ErrorOutput::usage(const std::string& what, const std::string& hint) const {
+  const ErrorItem item{what, "command line", hint};
+  fmt::print(stderr, "{}\n", format_error("faultline", item));
+  if (format_ == ErrorFormat::Json) return print_json("usage", {item}, ExitCode::BadInput);
+  return static_cast<int>(ExitCode::BadInput);
 }
 
 int ErrorOutput::user(const UserError& error) const {

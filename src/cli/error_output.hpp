@@ -15,8 +15,8 @@ class ErrorOutput {
  public:
   explicit ErrorOutput(ErrorFormat format) : format_(format) {}
 
-  int usage_code() const;                       // the exit code of a command-line mistake
-  int usage(const std::string& what) const;     // a command-line mistake (CLI11's message)
+  // A command-line mistake: CLI11's message, and where to read the command's options.
+  int usage(const std::string& what, const std::string& hint) const;
   int user(const UserError& error) const;       // bad input: every item
   int internal(const std::string& what) const;  // a bug in faultline
 

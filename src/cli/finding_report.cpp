@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
@@ -218,7 +219,7 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
   auto limit = std::make_shared<int>(20);
   auto* findings = app.add_subcommand("findings", "stored findings, newest first");
   add_store_options(*findings);
-  findings->add_option("-n,--limit", *limit, "how many");
+  findings->add_option("-n,--limit", *limit, "how many (default 20)")->check(at_least(1));
   findings->callback([list_args, limit] {
     auto store = store::Store::open(resolve_db_path(list_args->db));
     json out = json::array();
@@ -241,7 +242,7 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
       ->add_option("--tolerance", repro_args->tolerance,
                    "relative loss difference accepted where a machine fact differs (default: "
                    "the finding's own)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(not_negative());
   add_context_options(*repro);
   repro->callback([repro_args, repro, &exit_code] {
     repro_args->step_timeout_given = option_given(*repro, "--step-timeout");

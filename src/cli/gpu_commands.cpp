@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "cli/option_checks.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
 
@@ -71,11 +72,10 @@ void add_check_commands(CLI::App& app) {
   auto* nccl = check->add_subcommand(
       "nccl", "allreduce correctness and bus bandwidth over this node's GPUs (NCCL)");
   nccl->add_option("--ranks", args->ranks, "ranks, one per GPU (default: every visible GPU)")
-      ->check(CLI::NonNegativeNumber);
-  nccl->add_option("--bytes", args->bytes, "allreduce size in bytes")
-      ->check(CLI::Range(4, 1 << 30));
+      ->check(at_least(1));
+  nccl->add_option("--bytes", args->bytes, "allreduce size in bytes")->check(between(4, 1 << 30));
   nccl->add_option("--iters", args->iters, "timed allreduces per measurement")
-      ->check(CLI::Range(1, 100000));
+      ->check(between(1, 100000));
   nccl->callback([args] { run_nccl_check(*args); });
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/option_checks.hpp"
 #include "cli/reference_command.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
@@ -180,7 +181,7 @@ void add_import_command(CLI::App& app, int& exit_code) {
                    "trainer's recipe, its log file or a folder of rank<r>.log")
       ->required();
   command->add_option("--ranks", args->ranks, "expect this many ranks (default: the files found)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   command->add_option("-c,--config", args->config,
                       "the recipe of your own trainer that the run was started from: isolate "
                       "--run launches it again from the run's checkpoints");

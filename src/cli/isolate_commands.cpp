@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/finding_report.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
@@ -96,9 +97,6 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
 int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std::string& command) {
   if (args.config.empty() && args.run == 0)
     throw UserError("nothing to isolate", "-c/--run", "give a failing recipe (-c) or a stored run");
-  if (args.jobs < 1)
-    throw UserError("--jobs " + std::to_string(args.jobs) + " is out of range", "--jobs",
-                    "give at least 1");
   harness::IsolateRequest request;
   request.failing = failing_spec(args);
   const auto launcher_setup =
@@ -171,9 +169,12 @@ void add_search_options(CLI::App& command, IsolateArgs& args, bool with_baseline
   command.add_option("-c,--config", args.config,
                      "the failing trainer recipe: a TOML file or an installed recipe's name");
   command.add_option("--set", args.overrides, "override a recipe key: section.key=value");
-  command.add_option("--ranks", args.ranks, "ranks of the failing run (default: dist.ranks)");
-  command.add_option("--run", args.run, "start from this stored failing run instead of -c");
-  command.add_option("--jobs", args.jobs, "trials a search may propose at once");
+  command.add_option("--ranks", args.ranks, "ranks of the failing run (default: dist.ranks)")
+      ->check(at_least(1));
+  command.add_option("--run", args.run, "start from this stored failing run instead of -c")
+      ->check(at_least(1));
+  command.add_option("--jobs", args.jobs, "trials a search may propose at once")
+      ->check(at_least(1));
   command.add_option("--hosts", args.hosts,
                      "host labels (FAULTLINE_HOST) of ranks 0..N-1, then spare hosts a search "
                      "may swap in: a,b,c,...");

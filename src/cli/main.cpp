@@ -13,6 +13,7 @@
 #include "cli/gpu_commands.hpp"
 #include "cli/import_command.hpp"
 #include "cli/isolate_commands.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/reference_command.hpp"
 #include "cli/report_command.hpp"
 #include "cli/run_commands.hpp"
@@ -59,8 +60,8 @@ int main(int argc, char** argv) {
     return exit_code;
   } catch (const CLI::ParseError& error) {
     // --help arrives as a ParseError with exit code 0; everything else is a usage mistake.
-    if (error.get_exit_code() == 0 || !json) return app.exit(error) == 0 ? 0 : errors.usage_code();
-    return errors.usage(error.what());
+    if (error.get_exit_code() == 0) return app.exit(error);
+    return errors.usage(error.what(), usage_hint(app));
   } catch (const faultline::UserError& error) {
     return errors.user(error);
   } catch (const std::exception& error) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/reference_command.hpp"
 #include "cli/run_context.hpp"
@@ -206,10 +207,13 @@ void add_run_commands(CLI::App& app, int& exit_code) {
                    "trainer recipe: a TOML file or an installed recipe's name (tiny)")
       ->required();
   train->add_option("--set", train_args->overrides, "override a recipe key: section.key=value");
-  train->add_option("--ranks", train_args->ranks,
-                    "ranks to launch (default: the recipe's dist.ranks)");
-  train->add_option("--steps", train_args->steps,
-                    "stop after this many steps (a prefix of the run)");
+  train
+      ->add_option("--ranks", train_args->ranks,
+                   "ranks to launch (default: the recipe's dist.ranks)")
+      ->check(at_least(1));
+  train
+      ->add_option("--steps", train_args->steps, "stop after this many steps (a prefix of the run)")
+      ->check(at_least(1));
   add_context_options(*train);
   add_launcher_option(*train);
   train->callback([train_args, train, &exit_code] {

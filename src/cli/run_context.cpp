@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "cli/gpu_commands.hpp"
+#include "cli/option_checks.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
 #include "harness/launch/launcher_config.hpp"
@@ -81,8 +82,10 @@ void add_context_options(CLI::App& command) {
   command.add_option("--work-dir", options.work_dir,
                      "where run directories go (default: ./faultline-runs)");
   command.add_option("--detectors", options.detectors, "detector thresholds (TOML)");
-  command.add_option("--step-timeout", options.step_timeout_s,
-                     "seconds without a step record that make a hang");
+  command
+      .add_option("--step-timeout", options.step_timeout_s,
+                  "seconds without a step record that make a hang")
+      ->check(above_zero());
   command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
   command.add_flag("--cupti", options.cupti,
                    "load the CUPTI probe into every rank: gpu records of busy, NCCL and idle time");

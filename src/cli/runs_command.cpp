@@ -11,6 +11,7 @@
 
 #include "cli/browse_commands.hpp"
 #include "cli/finding_report.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/run_commands.hpp"
 #include "cli/run_context.hpp"
 #include "common/duration.hpp"
@@ -104,9 +105,6 @@ harness::RunFilter filter_of(const RunsArgs& args) {
                       "give a date such as 2026-12-01 (UTC) or a duration back from now: 90s, "
                       "30m, 12h, 3d, 2w");
   }
-  if (args.limit < 1)
-    throw UserError("--limit " + std::to_string(args.limit) + " is out of range", "--limit",
-                    "give at least 1");
   return filter;
 }
 
@@ -221,7 +219,7 @@ void add_runs_commands(CLI::App& app) {
   auto args = std::make_shared<RunsArgs>();
   auto* runs = app.add_subcommand("runs", "stored runs, newest first (search trials with --all)");
   add_store_options(*runs);
-  runs->add_option("-n,--limit", args->limit, "how many (default 20)");
+  runs->add_option("-n,--limit", args->limit, "how many (default 20)")->check(at_least(1));
   runs->add_flag("--failed", args->failed, "only runs that failed (verdict fail or infra_error)");
   runs->add_option("--recipe", args->recipe,
                    "only runs of this recipe (a name such as tiny, or a path)");

@@ -282,5 +282,6 @@ TEST(BisectCommits, BadInputIsExitTwoWithTheReason) {
   expect_error(run(repo.dir(), history.root, "HEAD", {"--recipe", "r.toml", "--kind", "sloww"}),
                "unknown failure kind 'sloww'");
   expect_error(run(repo.dir(), history.root, "HEAD", {"--test", "true", "--jobs", "0"}),
-               "--jobs 0 is out of range");
+               "faultline: error: --jobs: 0 is not an integer >= 1 (command line); see `faultline "
+               "bisect commits --help`");
 }

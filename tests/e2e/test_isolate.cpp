@@ -120,7 +120,7 @@ TEST(Isolate, BadInputIsExitTwoWithTheReason) {
   const std::string dir = make_temp_dir("isolate-bad");
   auto jobs = isolate({"fault.nan_step=3"}, {"--jobs", "0"}, dir);
   EXPECT_EQ(jobs.result.exit_code, 2);
-  EXPECT_THAT(jobs.result.output, HasSubstr("faultline: error: --jobs 0 is out of range"));
+  EXPECT_THAT(jobs.result.output, HasSubstr("faultline: error: --jobs: 0 is not an integer >= 1"));
   auto key = isolate({"optim.lrr=3"}, {}, dir);
   EXPECT_EQ(key.result.exit_code, 2);
   EXPECT_THAT(key.result.output, HasSubstr("did you mean 'optim.lr'"));

@@ -1,0 +1,95 @@
+// Number checks for command-line options, and the hint that follows a usage mistake.
+#include "cli/option_checks.hpp"
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+
+namespace faultline::cli {
+
+namespace {
+
+std::optional<long long> integer_of(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return value;
+}
+
+std::optional<double> number_of(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+// The text as given, quoted when it is not a number at all.
+std::string shown(const std::string& text, bool is_number) {
+  return is_number ? text : "'" + text + "'";
+}
+
+// CLI11 puts the option's name in front: "--steps: -3 is not an integer >= 1".
+// `brief` is what --help shows after the type: INT:>=1.
+CLI::Validator integer_check(long long min, long long max, const std::string& valid,
+                             const std::string& brief) {
+  return CLI::Validator(
+      [min, max, valid](std::string& text) -> std::string {
+        const auto value = integer_of(text);
+        if (value && *value >= min && *value <= max) return "";
+        return fmt::format("{} is not {}", shown(text, value.has_value()), valid);
+      },
+      brief);
+}
+
+enum class Bound { Open, Closed };
+
+CLI::Validator number_check(double min, Bound bound, const std::string& valid,
+                            const std::string& brief) {
+  return CLI::Validator(
+      [min, bound, valid](std::string& text) -> std::string {
+        const auto value = number_of(text);
+        if (value && (*value > min || (bound == Bound::Closed && *value == min))) return "";
+        return fmt::format("{} is not {}", shown(text, value.has_value()), valid);
+      },
+      brief);
+}
+
+}  // namespace
+
+CLI::Validator at_least(long long min) {
+  return integer_check(min, std::numeric_limits<long long>::max(),
+                       fmt::format("an integer >= {}", min), fmt::format(">={}", min));
+}
+
+CLI::Validator between(long long min, long long max) {
+  return integer_check(min, max, fmt::format("an integer in [{}, {}]", min, max),
+                       fmt::format("[{},{}]", min, max));
+}
+
+CLI::Validator above_zero() {
+  return number_check(0, Bound::Open, "a number > 0", ">0");
+}
+
+CLI::Validator not_negative() {
+  return number_check(0, Bound::Closed, "a number >= 0", ">=0");
+}
+
+std::string usage_hint(const CLI::App& app) {
+  std::string path = app.get_name();
+  const CLI::App* at = &app;
+  for (auto subcommands = at->get_subcommands(); !subcommands.empty();
+       subcommands = at->get_subcommands()) {
+    at = subcommands.back();
+    path += " " + at->get_name();
+  }
+  return fmt::format("see `{} --help`", path);
+}
+
+}  // namespace faultline::cli
