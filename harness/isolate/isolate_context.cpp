@@ -36,8 +36,11 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
                         {"steps_run", result.from_cache ? 0 : result.outcome.steps_run},
                         {"wall_s", result.from_cache ? 0.0 : result.outcome.wall_s}});
     if (progress_) {
-      std::string note = std::string(to_string(result.outcome.verdict)) +
-                         (result.from_cache ? " (stored trial reused)" : "");
+      // An interrupted trial's verdict is that of the steps it ran before the signal: not a result.
+      std::string note = result.outcome.interrupted
+                             ? std::string("interrupted")
+                             : std::string(to_string(result.outcome.verdict)) +
+                                   (result.from_cache ? " (stored trial reused)" : "");
       progress_({ProgressEvent::TrialDone, phase_, phase_trials_,
                  std::max(expected_, phase_trials_), steps_executed, note});
     }

@@ -64,9 +64,16 @@ ExitCode exit_for(harness::Verdict verdict) {
   return ExitCode::Infra;
 }
 
+// How a run ended: its verdict, or `interrupted` for one cut short, whose verdict judges only the
+// steps it ran before the signal.
+std::string ending_of(const harness::Outcome& outcome) {
+  return outcome.interrupted ? store::to_string(store::RunStatus::Interrupted)
+                             : harness::to_string(outcome.verdict);
+}
+
 void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& spec) {
   fmt::print("run {}: {}  ({} rank(s), {} steps done, {:.1f} s)\n", outcome.run_id,
-             harness::to_string(outcome.verdict), spec.ranks, outcome.last_step, outcome.wall_s);
+             ending_of(outcome), spec.ranks, outcome.last_step, outcome.wall_s);
   if (outcome.first_loss && outcome.last_loss)
     fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}\n", *outcome.first_loss,
                *outcome.last_loss, outcome.tokens_per_s,
@@ -78,7 +85,9 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
     fmt::print("  infrastructure error: {}\n", outcome.infra_detail);
-  if (outcome.interrupted) fmt::print("  interrupted: the run is stored as interrupted\n");
+  if (outcome.interrupted)
+    fmt::print("  interrupted: stored as interrupted; the {} steps it ran: {}\n", outcome.last_step,
+               harness::to_string(outcome.verdict));
   fmt::print("  output: {}\n", outcome.out_dir);
 }
 
@@ -107,7 +116,7 @@ int run_train(const TrainArgs& args) {
   out.finish();
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", outcome.run_id},
-                            {"verdict", harness::to_string(outcome.verdict)},
+                            {"verdict", ending_of(outcome)},
                             {"failures", failures_json(outcome.failures)},
                             {"ranks", spec.ranks},
                             {"steps", outcome.last_step},
@@ -153,6 +162,8 @@ int run_smoke(const SmokeArgs& args) {
   json rungs_json = json::array();
   harness::Verdict gate = harness::Verdict::Pass;
   int64_t failing_run = 0;
+  const harness::Outcome* interrupted = nullptr;  // the rung cut short by SIGINT/SIGTERM
+  harness::Outcome last;
   for (size_t i = 0; i < rungs.size(); ++i) {
     const auto& rung = rungs[i];
     harness::TrialSpec spec;
@@ -166,35 +177,44 @@ int run_smoke(const SmokeArgs& args) {
     out.line(fmt::format("rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...", i + 1,
                          rungs.size(), rung.rung.name, rung.ranks, rung.steps, fraction * 100));
     progress.set_prefix(fmt::format("rung {}/{}: ", i + 1, rungs.size()));
-    auto outcome = runner.run(spec);
+    last = runner.run(spec);
+    const auto& outcome = last;
     out.line(fmt::format("rung {}/{}: {} (run {}, {:.1f} s)", i + 1, rungs.size(),
-                         harness::to_string(outcome.verdict), outcome.run_id, outcome.wall_s));
+                         ending_of(outcome), outcome.run_id, outcome.wall_s));
     if (outcome.verdict == harness::Verdict::Fail) failing_run = outcome.run_id;
     rungs_json.push_back({{"name", rung.rung.name},
                           {"ranks", rung.ranks},
                           {"steps", rung.steps},
                           {"data_fraction", fraction},
                           {"run_id", outcome.run_id},
-                          {"verdict", harness::to_string(outcome.verdict)},
+                          {"verdict", ending_of(outcome)},
                           {"queue_wait_s", outcome.queue_wait_s},
                           {"run_s", outcome.run_s()},
                           {"failures", failures_json(outcome.failures)}});
     if (!args.context.json) print_outcome(outcome, spec);
-    if (outcome.interrupted) return static_cast<int>(ExitCode::Infra);
+    if (outcome.interrupted) {
+      interrupted = &outcome;
+      break;  // no rung after it runs, and the gate has no verdict
+    }
     if (outcome.verdict != harness::Verdict::Pass) {
       gate = outcome.verdict;
       break;  // the golden rule: never climb past a failing rung
     }
   }
-  const char* verdict = gate == harness::Verdict::Pass   ? "pass"
-                        : gate == harness::Verdict::Fail ? "fail"
-                                                         : "infra_error";
+  const std::string verdict =
+      interrupted ? ending_of(*interrupted) : std::string(harness::to_string(gate));
   if (args.context.json)
-    fmt::print("{}\n", json{{"verdict", verdict}, {"rungs", rungs_json}}.dump());
+    fmt::print(
+        "{}\n",
+        json{{"verdict", verdict}, {"interrupted", interrupted != nullptr}, {"rungs", rungs_json}}
+            .dump());
+  else if (interrupted)
+    fmt::print("smoke gate: interrupted at rung {}/{} (run {}); no verdict\n", rungs_json.size(),
+               rungs.size(), interrupted->run_id);
   else
     fmt::print("smoke gate: {}\n", verdict);
   if (!args.context.json && failing_run > 0) print_next_isolate(failing_run);
-  return static_cast<int>(exit_for(gate));
+  return static_cast<int>(interrupted ? ExitCode::Infra : exit_for(gate));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 
 #include "store/store.hpp"
@@ -14,6 +15,7 @@
 
 using namespace faultline::testing;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -175,6 +177,45 @@ TEST(Isolate, KilledIsolateResumesWithoutRepeatingFinishedTrials) {
   EXPECT_GE(finished, finished_before);
   EXPECT_LE(interrupted, 1);
   EXPECT_THAT(resumed.result.output, HasSubstr("stored trial reused"));
+}
+
+TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
+  const std::vector<std::string> overrides = {"train.steps=3000", "fault.nan_step=1500",
+                                              "fault.nan_layer=blocks.0.mlp"};
+  const std::string dir = make_temp_dir("isolate-interrupt");
+  const std::string db = dir + "/faultline.db";
+  // Ctrl-C (SIGINT to the process group, trainer included) once the first trial has stored 5
+  // steps: it is then far from its end at step 1500, however slow the machine.
+  bool sent = false;
+  auto signal_when = [&] {
+    if (sent || !std::filesystem::exists(db)) return 0;
+    auto store = faultline::store::Store::open(db);
+    for (const auto& run : store.list_runs(-1))
+      sent = sent || (run.status == faultline::store::RunStatus::Running &&
+                      store.summarize(run.id).last_step >= 5);
+    return sent ? SIGINT : 0;
+  };
+  auto interrupted =
+      cli_of(run_process({faultline_argv(with_sets({"isolate", "-c", kMicro}, overrides), dir),
+                          {},
+                          300,
+                          {},
+                          signal_when}));
+  ASSERT_TRUE(sent) << interrupted.result.output;
+  EXPECT_EQ(interrupted.result.exit_code, 4) << interrupted.result.output;
+  // The trial cut short is reported as interrupted, not with the verdict of its steps so far.
+  EXPECT_THAT(interrupted.result.output, HasSubstr("reproduce: trial 1 of ~1: interrupted;"));
+  EXPECT_THAT(interrupted.result.output, Not(HasSubstr("trial 1 of ~1: pass")));
+  EXPECT_THAT(interrupted.result.output,
+              HasSubstr("faultline isolate: interrupted; finished trials are stored"));
+  auto store = faultline::store::Store::open(db);
+  const auto runs = store.list_runs(-1);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, faultline::store::RunStatus::Interrupted);
+
+  auto resumed = isolate(overrides, {}, dir);
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+  EXPECT_EQ(resumed.doc.at("step"), 1500);
 }
 
 TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {

@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "store/store.hpp"
 #include "support/cli.hpp"
 
 using namespace faultline::testing;
@@ -286,6 +288,41 @@ TEST(Train, ModelTooLargeForMemoryIsAnOomReportedByTheTrainer) {
   // The trainer's own line, in the rank's log.
   EXPECT_THAT(read_text(dir + "/runs/run-" + run_id + "/rank0.log"),
               HasSubstr("faultline-train: out of memory: "));
+}
+
+TEST(Smoke, InterruptedGateHasNoVerdictAndNamesTheRungCutShort) {
+  const std::string dir = make_temp_dir("smoke-interrupt");
+  const std::string db = dir + "/faultline.db";
+  // Ctrl-C (SIGINT to the process group) once the last rung, the full 3000 steps, is past step
+  // 105: far from its end however slow the machine, and past the 100 steps of rung 2.
+  bool sent = false;
+  auto signal_when = [&] {
+    if (sent || !std::filesystem::exists(db)) return 0;
+    auto store = faultline::store::Store::open(db);
+    for (const auto& run : store.list_runs(-1))
+      sent = sent || (run.status == faultline::store::RunStatus::Running &&
+                      store.summarize(run.id).last_step >= 105);
+    return sent ? SIGINT : 0;
+  };
+  auto smoke = cli_of(run_process(
+      {faultline_argv({"smoke", "-c", kMicro, "--json", "--set", "train.steps=3000"}, dir),
+       {},
+       300,
+       {},
+       signal_when}));
+  ASSERT_TRUE(sent) << smoke.result.output;
+  EXPECT_EQ(smoke.result.exit_code, 4) << smoke.result.output;
+  ASSERT_TRUE(smoke.doc.is_object()) << smoke.result.output;
+  EXPECT_EQ(smoke.doc.at("verdict"), "interrupted");
+  EXPECT_EQ(smoke.doc.at("interrupted"), true);
+  const auto& rungs = smoke.doc.at("rungs");
+  ASSERT_EQ(rungs.size(), 3u) << smoke.doc.dump();
+  EXPECT_EQ(rungs[0].at("verdict"), "pass");
+  EXPECT_EQ(rungs[1].at("verdict"), "pass");
+  EXPECT_EQ(rungs[2].at("verdict"), "interrupted");
+  EXPECT_EQ(rungs[2].at("steps"), 3000);
+  EXPECT_THAT(smoke.result.output, HasSubstr("rung 3/3: interrupted (run 3,"));
+  EXPECT_THAT(smoke.result.output, ::testing::Not(HasSubstr("rung 3/3: pass")));
 }
 
 TEST(Train, InterruptedRunKeepsItsRowsAndIsMarkedInterrupted) {

@@ -6,8 +6,8 @@
 
 namespace faultline::testing {
 
-Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s,
-                  std::function<bool()> kill_when, TimingDetectors timing) {
+std::vector<std::string> faultline_argv(std::vector<std::string> args, const std::string& dir,
+                                        TimingDetectors timing) {
   static const std::vector<std::string> trainer_commands = {"train",  "smoke", "isolate",
                                                             "bisect", "repro", "import"};
   const bool runs_trainer = std::find(trainer_commands.begin(), trainer_commands.end(),
@@ -20,11 +20,21 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
   if (runs_trainer && timing == TimingDetectors::Off && !names_detectors)
     args.insert(args.end(), {"--detectors",
                              FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/no_timing_detectors.toml"});
-  Cli cli{run_process({args, {}, timeout_s, std::move(kill_when), {}}), nullptr};
+  return args;
+}
+
+Cli cli_of(ProcessResult result) {
+  Cli cli{std::move(result), nullptr};
   std::istringstream lines(cli.result.output);
   for (std::string line; std::getline(lines, line);)
     if (!line.empty() && line.front() == '{') cli.doc = nlohmann::json::parse(line, nullptr, false);
   return cli;
+}
+
+Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double timeout_s,
+                  std::function<bool()> kill_when, TimingDetectors timing) {
+  return cli_of(
+      run_process({faultline_argv(std::move(args), dir, timing), {}, timeout_s, kill_when, {}}));
 }
 
 std::vector<std::string> with_sets(std::vector<std::string> args,

@@ -26,6 +26,13 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
                   std::function<bool()> kill_when = {},
                   TimingDetectors timing = TimingDetectors::Off);
 
+// The argv faultline_cli runs, for a test that needs a ProcessSpec of its own (signal_when).
+std::vector<std::string> faultline_argv(std::vector<std::string> args, const std::string& dir,
+                                        TimingDetectors timing = TimingDetectors::Off);
+
+// A finished faultline process with its --json document picked out.
+Cli cli_of(ProcessResult result);
+
 // ARGS with `--set KEY=VALUE` for each of `sets` appended.
 std::vector<std::string> with_sets(std::vector<std::string> args,
                                    const std::vector<std::string>& sets);
