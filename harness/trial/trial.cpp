@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -157,13 +156,6 @@ constexpr std::pair<Verdict, const char*> kVerdictNames[] = {{Verdict::Pass, "pa
                                                              {Verdict::Fail, "fail"},
                                                              {Verdict::Skip, "skip"},
                                                              {Verdict::InfraError, "infra_error"}};
-
-std::string iso_now() {
-  std::time_t now = std::time(nullptr);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buffer;
-}
 
 }  // namespace
 
@@ -316,7 +308,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   } else if (!result.ranks.empty()) {
     info.exit_code = 0;
   }
-  info.ended_at = iso_now();
+  // ended_at stays empty: the store writes now, to the millisecond as started_at has it.
   for (const auto& failure : outcome.failures) info.failures.push_back(stored_failure(failure));
   info.malformed = outcome.malformed;
   store_.finish_run(outcome.run_id, info);
