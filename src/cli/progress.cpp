@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/duration.hpp"
+#include "common/text.hpp"
 
 namespace faultline::cli {
 
@@ -52,9 +53,11 @@ void TrialProgress::step(const StepRecord& record) {
   // Every rank trains on the same number of tokens per step, so rank 0's rate × ranks is the run's.
   const double tokens_per_s =
       record.step_ms > 0 ? record.tokens * ranks_ * 1000.0 / record.step_ms : 0;
-  const std::string line =
-      fmt::format("{}step {}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tokens/s", prefix_, record.step,
-                  steps_, record.loss, record.lr, tokens_per_s);
+  // What a trainer does not report (a log-only script's lr or tokens) is left out, not shown as 0.
+  std::string line =
+      fmt::format("{}step {}/{}  loss {}", prefix_, record.step, steps_, loss_text(record.loss));
+  if (record.has_lr) line += fmt::format("  lr {:.3g}", record.lr);
+  if (tokens_per_s > 0) line += fmt::format("  {:.0f} tokens/s", tokens_per_s);
   if (out_.style() == ProgressStyle::Lines) {
     const int64_t every = std::max<int64_t>(1, steps_ / 10);
     if (lines_ == StepLines::EveryTenth &&

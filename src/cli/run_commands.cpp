@@ -15,6 +15,7 @@
 #include "cli/run_context.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
 #include "harness/trial/ladder.hpp"
@@ -75,12 +76,13 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   fmt::print("run {}: {}  ({} rank(s), {} steps done, {:.1f} s)\n", outcome.run_id,
              ending_of(outcome), spec.ranks, outcome.last_step, outcome.wall_s);
   if (outcome.first_loss && outcome.last_loss)
-    fmt::print("  loss {:.4f} -> {:.4f}, {:.0f} tokens/s{}\n", *outcome.first_loss,
-               *outcome.last_loss, outcome.tokens_per_s,
-               outcome.skipped_steps > 0
-                   ? fmt::format("; {} steps skipped by the loss scaler (fp16 overflow)",
-                                 outcome.skipped_steps)
-                   : "");
+    fmt::print(
+        "  loss {} -> {}{}{}\n", loss_text(*outcome.first_loss), loss_text(*outcome.last_loss),
+        outcome.tokens_per_s > 0 ? fmt::format(", {:.0f} tokens/s", outcome.tokens_per_s) : "",
+        outcome.skipped_steps > 0
+            ? fmt::format("; {} steps skipped by the loss scaler (fp16 overflow)",
+                          outcome.skipped_steps)
+            : "");
   print_failures(outcome.failures);
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())

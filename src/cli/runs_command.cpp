@@ -17,6 +17,7 @@
 #include "common/duration.hpp"
 #include "common/error.hpp"
 #include "common/event_names.hpp"
+#include "common/text.hpp"
 #include "harness/browse/export.hpp"
 #include "harness/browse/gc.hpp"
 #include "harness/browse/run_list.hpp"
@@ -59,7 +60,7 @@ std::string first_failure(const store::RunInfo& run) {
 }
 
 std::string loss_text(const std::optional<double>& loss) {
-  return loss ? fmt::format("{:.4f}", *loss) : "-";
+  return loss ? faultline::loss_text(*loss) : "-";
 }
 
 json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {

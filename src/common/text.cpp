@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace faultline {
 
@@ -121,6 +122,11 @@ std::string shell_word(std::string_view word) {
   std::string quoted = "'";
   for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
+}
+
+std::string loss_text(double loss) {
+  return std::fabs(loss) < 1e4 || !std::isfinite(loss) ? fmt::format("{:.4f}", loss)
+                                                       : fmt::format("{:.4g}", loss);
 }
 
 std::string shell_command(const std::vector<std::string>& argv) {

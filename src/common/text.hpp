@@ -28,6 +28,10 @@ std::string trim(std::string_view text);
 std::string lowercase(std::string_view text);
 std::vector<std::string> split(std::string_view text, char separator);
 
+// A loss as a line of output shows it: four decimals (5.6014), or four significant digits once
+// it has grown past them (2.437e+11), so a diverging run's lines keep their width.
+std::string loss_text(double loss);
+
 // One argument as a POSIX shell reads it back: as it is when it is plain, else in single quotes
 // (an empty argument is '').
 std::string shell_word(std::string_view word);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace faultline {
 namespace {
 
@@ -53,6 +55,16 @@ TEST(Text, ShellCommandQuotesWhatAShellWouldSplitAndKeepsEmptyArguments) {
             "a 'b c' 'it'\\''s' --set x.y=1 ''");
   EXPECT_EQ(shell_word("/usr/bin/python3"), "/usr/bin/python3");
   EXPECT_EQ(shell_word("$HOME"), "'$HOME'");
+}
+
+TEST(Text, LossTextKeepsFourDecimalsUntilTheLossOutgrowsThem) {
+  EXPECT_EQ(loss_text(5.60143), "5.6014");
+  EXPECT_EQ(loss_text(0.00012), "0.0001");
+  EXPECT_EQ(loss_text(9999.5), "9999.5000");
+  EXPECT_EQ(loss_text(243730104320.0), "2.437e+11");
+  EXPECT_EQ(loss_text(-12345.0), "-1.234e+04");
+  EXPECT_EQ(loss_text(std::nan("")), "nan");
+  EXPECT_EQ(loss_text(-HUGE_VAL), "-inf");
 }
 
 TEST(Text, OptionNamedByAKeyIsTheOneWhoseWordsAllAppearInIt) {
