@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/error_output.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
@@ -187,6 +188,7 @@ int run_commits(CommitsArgs& args) {
   complete_request(args);
   auto store = open_store(args.context);
   harness::CommitBisectReport report;
+  const auto error_format = args.context.json ? ErrorFormat::Json : ErrorFormat::Text;
   try {
     ProgressLine out(progress_style(args.context.quiet), "bisect commits");
     report =
@@ -196,16 +198,13 @@ int run_commits(CommitsArgs& args) {
                                   print_progress(out, run, index, candidates, left);
                                 });
   } catch (const harness::Interrupted&) {
-    fmt::print(stderr,
-               "faultline bisect commits: interrupted; finished verdicts are stored, and running "
-               "the same command again resumes without repeating them\n");
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(error_format, "bisect commits", StopKind::Interrupted, "",
+                       "finished verdicts are stored, and running the same command again "
+                       "resumes without repeating them");
   } catch (const harness::BisectAborted& error) {
-    fmt::print(stderr, "faultline bisect commits: aborted: {}\n", error.what());
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(error_format, "bisect commits", StopKind::Aborted, error.what());
   } catch (const harness::InfraError& error) {
-    fmt::print(stderr, "faultline bisect commits: infrastructure error: {}\n", error.what());
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(error_format, "bisect commits", StopKind::Infra, error.what());
   }
   if (args.context.json)
     fmt::print("{}\n", report_json(report).dump());

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/run_commands.hpp"
+#include "common/enum_names.hpp"
 
 namespace faultline {
 // The JSON form of one error item, as a --json error document lists it.
@@ -25,7 +26,41 @@ int print_json(const std::string& kind, const std::vector<ErrorItem>& items, Exi
           .dump());
   return static_cast<int>(code);
 }
+
+constexpr std::pair<StopKind, const char*> kStopKindNames[] = {
+    {StopKind::Infra, "infra"},
+    {StopKind::Interrupted, "interrupted"},
+    {StopKind::Aborted, "aborted"}};
+
+// The words the text line starts with, after the command.
+const char* label_of(StopKind kind) {
+  switch (kind) {
+    case StopKind::Infra:
+      return "infrastructure error";
+    case StopKind::Interrupted:
+      return "interrupted";
+    case StopKind::Aborted:
+      return "aborted";
+  }
+  return "?";
+}
+
 }  // namespace
+
+const char* to_string(StopKind kind) {
+  return name_of(kStopKindNames, kind);
+}
+
+int report_stop(ErrorFormat format, const std::string& command, StopKind kind,
+                const std::string& what, const std::string& hint) {
+  fmt::print(stderr, "faultline {}: {}{}{}\n", command, label_of(kind),
+             what.empty() ? "" : ": " + what, hint.empty() ? "" : "; " + hint);
+  if (format == ErrorFormat::Json)
+    return print_json(to_string(kind),
+                      {{what.empty() ? label_of(kind) : what, "faultline " + command, hint}},
+                      ExitCode::Infra);
+  return static_cast<int>(ExitCode::Infra);
+}
 
 // The text lines go to stderr in both formats: a person watching a --json run still reads them,
 // and stdout keeps exactly one document.

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/error_output.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_commands.hpp"
@@ -175,8 +176,8 @@ int run_repro(const ReproArgs& args) {
     out.finish();
   } catch (const harness::InfraError& error) {
     out.finish();
-    fmt::print(stderr, "faultline repro: infrastructure error: {}\n", error.what());
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(args.context.json ? ErrorFormat::Json : ErrorFormat::Text, "repro",
+                       StopKind::Infra, error.what());
   }
   if (args.context.json) {
     fmt::print("{}\n",

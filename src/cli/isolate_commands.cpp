@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/error_output.hpp"
 #include "cli/finding_report.hpp"
 #include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
@@ -132,19 +133,18 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   isolate_options.work_dir = options.work_dir;
   harness::Isolator isolator(store, cache, isolate_options, std::ref(progress));
   harness::IsolateResult result;
+  const auto error_format = args.context.json ? ErrorFormat::Json : ErrorFormat::Text;
   try {
     result = isolator.run(request);
     out.finish();
   } catch (const harness::Interrupted&) {
     out.finish();
-    fmt::print(stderr,
-               "faultline isolate: interrupted; finished trials are stored, and running the "
-               "same command again resumes without repeating them\n");
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(error_format, "isolate", StopKind::Interrupted, "",
+                       "finished trials are stored, and running the same command again resumes "
+                       "without repeating them");
   } catch (const harness::InfraError& error) {
     out.finish();
-    fmt::print(stderr, "faultline isolate: infrastructure error: {}\n", error.what());
-    return static_cast<int>(ExitCode::Infra);
+    return report_stop(error_format, "isolate", StopKind::Infra, error.what());
   }
   if (result.status == harness::IsolateStatus::NotReproduced) {
     if (args.context.json)

@@ -195,12 +195,12 @@ TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
                       store.summarize(run.id).last_step >= 5);
     return sent ? SIGINT : 0;
   };
-  auto interrupted =
-      cli_of(run_process({faultline_argv(with_sets({"isolate", "-c", kMicro}, overrides), dir),
-                          {},
-                          300,
-                          {},
-                          signal_when}));
+  auto interrupted = cli_of(
+      run_process({faultline_argv(with_sets({"isolate", "-c", kMicro, "--json"}, overrides), dir),
+                   {},
+                   300,
+                   {},
+                   signal_when}));
   ASSERT_TRUE(sent) << interrupted.result.output;
   EXPECT_EQ(interrupted.result.exit_code, 4) << interrupted.result.output;
   // The trial cut short is reported as interrupted, not with the verdict of its steps so far.
@@ -208,6 +208,11 @@ TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
   EXPECT_THAT(interrupted.result.output, Not(HasSubstr("trial 1 of ~1: pass")));
   EXPECT_THAT(interrupted.result.output,
               HasSubstr("faultline isolate: interrupted; finished trials are stored"));
+  // With --json the interrupt is still one document on stdout.
+  ASSERT_TRUE(interrupted.doc.is_object()) << interrupted.result.output;
+  EXPECT_EQ(interrupted.doc.at("error").at("kind"), "interrupted");
+  EXPECT_EQ(interrupted.doc.at("error").at("exit_code"), 4);
+  EXPECT_EQ(interrupted.doc.at("error").at("items").at(0).at("where"), "faultline isolate");
   auto store = faultline::store::Store::open(db);
   const auto runs = store.list_runs(-1);
   ASSERT_EQ(runs.size(), 1u);
