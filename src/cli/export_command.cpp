@@ -98,7 +98,7 @@ void write_export(const store::Store& store, const ExportArgs& args, std::ostrea
 }
 
 void run_export(const ExportArgs& args) {
-  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto store = open_existing_store(args.context.db);
   if (args.output.empty()) {
     write_export(store, args, std::cout);
     return;
@@ -110,7 +110,7 @@ void run_export(const ExportArgs& args) {
 }
 
 void run_diff(const RunContextOptions& context, const std::string& a_id, const std::string& b_id) {
-  auto store = store::Store::open(resolve_db_path(context.db));
+  auto store = open_existing_store(context.db);
   const auto a = load_run(store, a_id), b = load_run(store, b_id);
   const auto changes = harness::config_changes(a.config, b.config);
   const auto difference = harness::first_difference(store.steps(a.id), store.steps(b.id));

@@ -49,6 +49,13 @@ std::string text_of(const json& value) {
   return value.dump();
 }
 
+// "blocks.0.mlp in forward", "in loss", or "-": the module and the phase of the step.
+std::string where_text(const json& doc) {
+  if (!doc["where"].is_null()) return text_of(doc["where"]) + " in " + text_of(doc["phase"]);
+  if (!doc["phase"].is_null()) return "in " + text_of(doc["phase"]);
+  return "-";
+}
+
 // A measured number as a person reads it (`spec`: fmt's), "-" when there is none.
 std::string number_text(const json& value, const char* spec) {
   if (!value.is_number()) return text_of(value);
@@ -71,10 +78,8 @@ void print_finding(const store::FindingInfo& finding) {
                  number_text(row.value("median_data_ms", json()), "{:.2f}"),
                  number_text(row.value("median_comm_ms", json()), "{:.2f}"));
   }
-  if (!doc["where"].is_null())
-    fmt::print("  where:    {} in {}\n", text_of(doc["where"]), text_of(doc["phase"]));
-  else if (!doc["phase"].is_null())
-    fmt::print("  where:    in {}\n", text_of(doc["phase"]));
+  if (!doc["where"].is_null() || !doc["phase"].is_null())
+    fmt::print("  where:    {}\n", where_text(doc));
   fmt::print("  detail:   {}\n", text_of(doc["detail"]));
   if (!doc["samples"].is_null())
     fmt::print("  samples:  {} (shards {})\n", text_of(doc["samples"]), text_of(doc["shards"]));
@@ -155,6 +160,7 @@ const char* to_string(harness::ReproVerdict verdict) {
 }
 
 int run_repro(const ReproArgs& args) {
+  require_store(args.context.db);
   auto store = open_store(args.context);
   const auto finding = load_finding(store, args.finding);
   harness::LocalLauncher launcher;
@@ -222,18 +228,25 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
   add_store_options(*findings);
   findings->add_option("-n,--limit", *limit, "how many (default 20)")->check(at_least(1));
   findings->callback([list_args, limit] {
-    auto store = store::Store::open(resolve_db_path(list_args->db));
+    auto store = open_existing_store(list_args->db);
     json out = json::array();
-    for (const auto& finding : store.list_findings(*limit)) {
+    const auto findings = store.list_findings(*limit);
+    constexpr const char* kRow = "{:<7} {:<16} {:>6} {:>4}  {:<32} {}\n";
+    if (!list_args->json && !findings.empty())
+      fmt::print(fmt::runtime(kRow), "FINDING", "KIND", "STEP", "RANK", "WHERE", "CREATED");
+    for (const auto& finding : findings) {
       json doc = finding_document(finding);
       if (list_args->json) {
         out.push_back(doc);
         continue;
       }
-      fmt::print("F{:<4} {:<13} step {:>6}  {:<24} {}\n", finding.id, finding.kind,
-                 text_of(doc["step"]), text_of(doc["where"]), finding.created_at);
+      fmt::print(fmt::runtime(kRow), "F" + std::to_string(finding.id), finding.kind,
+                 text_of(doc["step"]), text_of(doc["rank"]), where_text(doc), finding.created_at);
     }
-    if (list_args->json) fmt::print("{}\n", json{{"findings", out}}.dump());
+    if (list_args->json)
+      fmt::print("{}\n", json{{"findings", out}}.dump());
+    else if (findings.empty())
+      fmt::print("no stored findings\n");
   });
 
   auto repro_args = std::make_shared<ReproArgs>();
@@ -252,7 +265,7 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
 }
 
 void show_finding(const std::string& db, const std::string& reference, bool as_json) {
-  auto store = store::Store::open(resolve_db_path(db));
+  auto store = open_existing_store(db);
   const auto finding = load_finding(store, reference);
   if (as_json) {
     json doc = finding_document(finding);

@@ -41,7 +41,7 @@ void run_gc(const GcArgs& args) {
                       "give a duration such as 7d, 12h, 2w, or a date such as 2026-12-01 (UTC)");
   }
   const GcRun mode = args.dry_run ? GcRun::DryRun : GcRun::Remove;
-  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto store = open_existing_store(args.context.db);
   const auto plan = harness::plan_gc(store, options);
   // The list comes first, so what goes is on screen before it goes.
   if (!args.context.json) {

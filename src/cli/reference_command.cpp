@@ -62,6 +62,7 @@ json reference_json(const store::ReferenceInfo& reference) {
 }
 
 int add_reference(const ReferenceArgs& args) {
+  require_store(args.context.db);
   auto store = open_store(args.context);
   const std::string db = resolve_db_path(args.context.db);
   ErrorList errors;
@@ -154,7 +155,7 @@ void add_reference_commands(CLI::App& app, int& exit_code) {
   auto* list = reference->add_subcommand("list", "stored references");
   add_store_options(*list);
   list->callback([args] {
-    auto store = store::Store::open(resolve_db_path(args->context.db));
+    auto store = open_existing_store(args->context.db);
     json out = json::array();
     for (const auto& each : store.list_references()) {
       if (args->context.json) {
@@ -171,7 +172,7 @@ void add_reference_commands(CLI::App& app, int& exit_code) {
   show->add_option("NAME", args->name, "the reference's name")->required();
   add_store_options(*show);
   show->callback([args] {
-    auto store = store::Store::open(resolve_db_path(args->context.db));
+    auto store = open_existing_store(args->context.db);
     const auto stored = find_reference(store, args->name);
     auto doc = reference_json(stored);
     json runs = json::array();

@@ -50,7 +50,7 @@ void write_file(const std::string& path, const std::string& text, const std::str
 }
 
 void run_report(const ReportArgs& args) {
-  const auto store = store::Store::open(resolve_db_path(args.context.db));
+  const auto store = open_existing_store(args.context.db);
   const auto report = gather(store, args);
   if (!args.html.empty()) {
     write_file(args.html, report::render_html(report), "--html");

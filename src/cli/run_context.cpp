@@ -112,6 +112,23 @@ std::string resolve_db_path(const std::string& flag) {
   return !flag.empty() ? flag : env_or("FAULTLINE_DB", "faultline.db");
 }
 
+store::Store open_existing_store(const std::string& flag) {
+  require_store(flag);
+  return store::Store::open(resolve_db_path(flag));
+}
+
+void require_store(const std::string& flag) {
+  const std::string path = resolve_db_path(flag);
+  if (!fs::exists(path)) {
+    const char* from = !flag.empty()                 ? "--db"
+                       : std::getenv("FAULTLINE_DB") ? "$FAULTLINE_DB"
+                                                     : "the default store";
+    throw UserError("no faultline store at " + fs::absolute(path).string(), from,
+                    "run this where train, smoke or isolate stored their runs, or name the store "
+                    "with --db PATH or $FAULTLINE_DB");
+  }
+}
+
 std::string resolve_trainer(const std::string& flag) {
   std::string chosen = !flag.empty() ? flag : env_or("FAULTLINE_TRAIN", "");
   if (!chosen.empty()) {

@@ -69,6 +69,13 @@ std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run
 std::string resolve_train_recipe(const std::string& given, const std::string& option = "-c");
 
 std::string resolve_db_path(const std::string& flag);
+
+// The store of a command that only reads it (runs, show, findings, export, report, diff, gc,
+// reference list|show): a missing file is a user error naming the path, not an empty store
+// created where the user mistyped --db or stood in another folder.
+store::Store open_existing_store(const std::string& flag);
+// The same check alone, for a command that then opens the store to write (repro, reference add).
+void require_store(const std::string& flag);
 std::string resolve_trainer(const std::string& flag);
 harness::RunnerOptions runner_options(const RunContextOptions& options);
 

@@ -111,7 +111,7 @@ harness::RunFilter filter_of(const RunsArgs& args) {
 
 void list_runs(const RunsArgs& args) {
   const auto filter = filter_of(args);
-  auto store = store::Store::open(resolve_db_path(args.context.db));
+  auto store = open_existing_store(args.context.db);
   auto with_trials = filter;
   with_trials.trials = harness::TrialsShown::Shown;
   json out = json::array();
@@ -239,7 +239,7 @@ void add_runs_commands(CLI::App& app) {
       show_finding(show_args->db, *reference, show_args->json);
       return;
     }
-    auto store = store::Store::open(resolve_db_path(show_args->db));
+    auto store = open_existing_store(show_args->db);
     const auto run = load_run(store, *reference);
     if (!show_args->json) {
       print_run(store, run);

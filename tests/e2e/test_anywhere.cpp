@@ -177,6 +177,43 @@ TEST(Anywhere, BadInputIsRefusedBeforeAnyRunIsStored) {
   EXPECT_EQ(runs.doc.at("runs").size(), 0u);
 }
 
+TEST(Anywhere, CommandsThatOnlyReadTheStoreDoNotCreateOne) {
+  const std::string dir = make_temp_dir("no-store");
+  const std::string real = fs::canonical(dir).string();  // as the command's getcwd names it
+  const std::vector<std::vector<std::string>> readers = {{"runs"},
+                                                         {"findings"},
+                                                         {"show", "1"},
+                                                         {"show", "F1"},
+                                                         {"export", "1"},
+                                                         {"diff", "1", "2"},
+                                                         {"report", "1", "--md", dir + "/r.md"},
+                                                         {"gc", "--dry-run"},
+                                                         {"reference", "list"},
+                                                         {"reference", "show", "healthy"},
+                                                         {"reference", "add", "healthy", "1"},
+                                                         {"repro", "F1"}};
+  for (const auto& reader : readers) {
+    // env -u: the default store, whatever the environment of the test names.
+    std::vector<std::string> args = {"/usr/bin/env", "-u", "FAULTLINE_DB", "--chdir=" + dir,
+                                     FAULTLINE_BIN};
+    args.insert(args.end(), reader.begin(), reader.end());
+    auto read = run_process({args, {}, 60});
+    EXPECT_EQ(read.exit_code, 2) << reader.front() << ": " << read.output;
+    EXPECT_THAT(read.output, HasSubstr("faultline: error: no faultline store at " + real +
+                                       "/faultline.db (the default store); run this where "
+                                       "train, smoke or isolate stored their runs"))
+        << reader.front();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/faultline.db"));
+  auto named = run_in(dir, FAULTLINE_BIN, {"--json", "runs", "--db", "elsewhere.db"});
+  EXPECT_EQ(named.result.exit_code, 2);
+  ASSERT_TRUE(named.doc.is_object()) << named.result.output;
+  EXPECT_EQ(named.doc.at("error").at("items").at(0).at("what"),
+            "no faultline store at " + real + "/elsewhere.db");
+  EXPECT_EQ(named.doc.at("error").at("items").at(0).at("where"), "--db");
+  EXPECT_FALSE(fs::exists(dir + "/elsewhere.db"));
+}
+
 TEST(Anywhere, SharedOptionsGoBeforeTheSubcommandAndJsonFailuresAreJson) {
   const std::string dir = make_temp_dir("options");
   auto failed =
