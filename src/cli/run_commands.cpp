@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/option_checks.hpp"
 #include "cli/progress.hpp"
@@ -164,8 +165,7 @@ int run_smoke(const SmokeArgs& args) {
   json rungs_json = json::array();
   harness::Verdict gate = harness::Verdict::Pass;
   int64_t failing_run = 0;
-  const harness::Outcome* interrupted = nullptr;  // the rung cut short by SIGINT/SIGTERM
-  harness::Outcome last;
+  std::optional<harness::Outcome> cut_short;  // the rung SIGINT/SIGTERM interrupted
   for (size_t i = 0; i < rungs.size(); ++i) {
     const auto& rung = rungs[i];
     harness::TrialSpec spec;
@@ -179,8 +179,7 @@ int run_smoke(const SmokeArgs& args) {
     out.line(fmt::format("rung {}/{} \"{}\": {} rank(s) x {} steps x {:g}% data ...", i + 1,
                          rungs.size(), rung.rung.name, rung.ranks, rung.steps, fraction * 100));
     progress.set_prefix(fmt::format("rung {}/{}: ", i + 1, rungs.size()));
-    last = runner.run(spec);
-    const auto& outcome = last;
+    const auto outcome = runner.run(spec);
     out.line(fmt::format("rung {}/{}: {} (run {}, {:.1f} s)", i + 1, rungs.size(),
                          ending_of(outcome), outcome.run_id, outcome.wall_s));
     if (outcome.verdict == harness::Verdict::Fail) failing_run = outcome.run_id;
@@ -195,7 +194,7 @@ int run_smoke(const SmokeArgs& args) {
                           {"failures", failures_json(outcome.failures)}});
     if (!args.context.json) print_outcome(outcome, spec);
     if (outcome.interrupted) {
-      interrupted = &outcome;
+      cut_short = outcome;
       break;  // no rung after it runs, and the gate has no verdict
     }
     if (outcome.verdict != harness::Verdict::Pass) {
@@ -204,19 +203,19 @@ int run_smoke(const SmokeArgs& args) {
     }
   }
   const std::string verdict =
-      interrupted ? ending_of(*interrupted) : std::string(harness::to_string(gate));
+      cut_short ? ending_of(*cut_short) : std::string(harness::to_string(gate));
   if (args.context.json)
     fmt::print(
         "{}\n",
-        json{{"verdict", verdict}, {"interrupted", interrupted != nullptr}, {"rungs", rungs_json}}
+        json{{"verdict", verdict}, {"interrupted", cut_short.has_value()}, {"rungs", rungs_json}}
             .dump());
-  else if (interrupted)
+  else if (cut_short)
     fmt::print("smoke gate: interrupted at rung {}/{} (run {}); no verdict\n", rungs_json.size(),
-               rungs.size(), interrupted->run_id);
+               rungs.size(), cut_short->run_id);
   else
     fmt::print("smoke gate: {}\n", verdict);
   if (!args.context.json && failing_run > 0) print_next_isolate(failing_run);
-  return static_cast<int>(interrupted ? ExitCode::Infra : exit_for(gate));
+  return static_cast<int>(cut_short ? ExitCode::Infra : exit_for(gate));
 }
 
 }  // namespace
