@@ -103,6 +103,8 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   std::optional<Fingerprinted> compared;
   if (kind == detectors::FailureKind::RankDivergence) compared = compared_prints(finding, evidence);
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
+  // Cut short, the replay says nothing of the finding: not "not reproduced".
+  if (outcome.interrupted) throw Interrupted();
   if (outcome.verdict == Verdict::InfraError)
     throw InfraError("the reproduction could not run: " + outcome.infra_detail);
   report.run_id = outcome.run_id;

@@ -45,6 +45,8 @@ struct ReproReport {
 // BLAS kernel reorders every GEMM sum, so the bound here is looser and only a sanity check.
 constexpr double kReproTolerance = 1e-3;
 
+// Replays the finding's stored reproduction and compares it with the evidence. Throws InfraError
+// when the replay could not run, Interrupted when SIGINT/SIGTERM cut it short.
 ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
                               const store::FindingInfo& finding, const ReproOptions& options);
 

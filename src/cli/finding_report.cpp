@@ -177,13 +177,17 @@ int run_repro(const ReproArgs& args) {
   harness::TrialRunner runner(store, launcher, options);
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(context));
   harness::ReproReport report;
+  const auto error_format = args.context.json ? ErrorFormat::Json : ErrorFormat::Text;
   try {
     report = harness::reproduce_finding(store, cache, finding, {args.tolerance, options.work_dir});
     out.finish();
+  } catch (const harness::Interrupted&) {
+    out.finish();
+    return report_stop(error_format, "repro", StopKind::Interrupted, "",
+                       "the replay's run is stored as interrupted; nothing was judged");
   } catch (const harness::InfraError& error) {
     out.finish();
-    return report_stop(args.context.json ? ErrorFormat::Json : ErrorFormat::Text, "repro",
-                       StopKind::Infra, error.what());
+    return report_stop(error_format, "repro", StopKind::Infra, error.what());
   }
   if (args.context.json) {
     fmt::print("{}\n",

@@ -221,6 +221,18 @@ TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
   auto resumed = isolate(overrides, {}, dir);
   ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
   EXPECT_EQ(resumed.doc.at("step"), 1500);
+
+  // A repro cut short judges nothing: it is not "not reproduced" (exit 3) but interrupted.
+  std::string finding = "F";  // appended, not `"F" + ...`: GCC 12 warns (-Wrestrict) on that
+  finding += std::to_string(resumed.doc.at("finding_id").get<int64_t>());
+  sent = false;
+  auto repro = cli_of(
+      run_process({faultline_argv({"repro", finding, "--json"}, dir), {}, 300, {}, signal_when}));
+  ASSERT_TRUE(sent) << repro.result.output;
+  EXPECT_EQ(repro.result.exit_code, 4) << repro.result.output;
+  ASSERT_TRUE(repro.doc.is_object()) << repro.result.output;
+  EXPECT_EQ(repro.doc.at("error").at("kind"), "interrupted");
+  EXPECT_THAT(repro.result.output, Not(HasSubstr("NOT reproduced")));
 }
 
 TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {
