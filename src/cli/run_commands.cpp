@@ -108,6 +108,8 @@ int run_train(const TrainArgs& args) {
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.stop_after = args.steps;
   spec.parent = "train";
+  // Checked here too, as smoke checks its rungs: before the store is opened (or created).
+  harness::contract::check_launchable(recipe, spec.ranks);
   auto launcher = make_launcher(args.context, config, args.overrides);
   auto store = open_store(args.context);
   ProgressLine out(progress_style(args.context.quiet), "train");
