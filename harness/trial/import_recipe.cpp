@@ -7,7 +7,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -19,18 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-std::optional<double> as_number(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) return std::nullopt;
-  return value;
-}
-
 // "0.01" and "1e-2" are one value, and so are Python's "True" and TOML's "true".
 bool same_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
-  const auto x = as_number(a), y = as_number(b);
+  const auto x = parse_number(a), y = parse_number(b);
   if (x && y) return *x == *y;
   const std::string la = lowercase(a), lb = lowercase(b);
   return (la == "true" || la == "false") && la == lb;
@@ -64,7 +55,7 @@ std::string dest_of(const std::string& flag) {
 
 bool is_flag(const std::string& part) {
   return part.size() > 1 && part[0] == '-' && part.find_first_not_of('-') != std::string::npos &&
-         !as_number(part) && contract::placeholders_of(part).empty();
+         !parse_number(part) && contract::placeholders_of(part).empty();
 }
 
 }  // namespace

@@ -3,31 +3,20 @@
 
 #include <fmt/core.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <optional>
+
+#include "common/text.hpp"
 
 namespace faultline::cli {
 
 namespace {
 
-std::optional<long long> integer_of(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return std::nullopt;
-  return value;
-}
-
-std::optional<double> number_of(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || !std::isfinite(value)) return std::nullopt;
-  return value;
+// A number an option takes: finite (strtod reads "inf" and "nan" too).
+std::optional<double> finite_number(const std::string& text) {
+  const auto value = parse_number(text);
+  return value && std::isfinite(*value) ? value : std::nullopt;
 }
 
 // The text as given, quoted when it is not a number at all.
@@ -41,7 +30,7 @@ CLI::Validator integer_check(long long min, long long max, const std::string& va
                              const std::string& brief) {
   return CLI::Validator(
       [min, max, valid](std::string& text) -> std::string {
-        const auto value = integer_of(text);
+        const auto value = parse_integer(text);
         if (value && *value >= min && *value <= max) return "";
         return fmt::format("{} is not {}", shown(text, value.has_value()), valid);
       },
@@ -54,7 +43,7 @@ CLI::Validator number_check(double min, Bound bound, const std::string& valid,
                             const std::string& brief) {
   return CLI::Validator(
       [min, bound, valid](std::string& text) -> std::string {
-        const auto value = number_of(text);
+        const auto value = finite_number(text);
         if (value && (*value > min || (bound == Bound::Closed && *value == min))) return "";
         return fmt::format("{} is not {}", shown(text, value.has_value()), valid);
       },

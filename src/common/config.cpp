@@ -6,12 +6,10 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -137,18 +135,14 @@ ConfigValue ConfigValue::parse_literal(std::string_view text, std::string origin
     value.string = literal.substr(1, literal.size() - 2);
     return value;
   }
-  char* end = nullptr;
-  errno = 0;
-  long long integer = std::strtoll(literal.c_str(), &end, 10);
-  if (!literal.empty() && *end == '\0' && errno == 0) {
+  if (const auto integer = parse_integer(literal)) {
     value.type = Type::Int;
-    value.integer = integer;
+    value.integer = *integer;
     return value;
   }
-  double real = std::strtod(literal.c_str(), &end);
-  if (!literal.empty() && *end == '\0') {
+  if (const auto real = parse_number(literal)) {
     value.type = Type::Float;
-    value.real = real;
+    value.real = *real;
     return value;
   }
   value.type = Type::String;

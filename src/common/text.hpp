@@ -1,6 +1,7 @@
 // Small text helpers: did-you-mean suggestions, prefixes, trimming, splitting (fmt::join joins).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ std::string trim(std::string_view text);
 // ASCII letters made lower case ("NaN" → "nan"); other bytes as they are.
 std::string lowercase(std::string_view text);
 std::vector<std::string> split(std::string_view text, char separator);
+
+// The whole text as an integer (base 10, in range of long long) or as a number as strtod reads
+// it (inf and nan included); nullopt for an empty text, trailing characters or an overflow.
+std::optional<long long> parse_integer(const std::string& text);
+std::optional<double> parse_number(const std::string& text);
 
 // A loss as a line of output shows it: four decimals (5.6014), or four significant digits once
 // it has grown past them (2.437e+11), so a diverging run's lines keep their width.

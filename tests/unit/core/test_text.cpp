@@ -57,6 +57,21 @@ TEST(Text, ShellCommandQuotesWhatAShellWouldSplitAndKeepsEmptyArguments) {
   EXPECT_EQ(shell_word("$HOME"), "'$HOME'");
 }
 
+TEST(Text, ParseIntegerAndNumberTakeTheWholeTextOnly) {
+  EXPECT_EQ(parse_integer("42"), 42);
+  EXPECT_EQ(parse_integer("-3"), -3);
+  EXPECT_EQ(parse_integer(""), std::nullopt);
+  EXPECT_EQ(parse_integer("4x"), std::nullopt);
+  EXPECT_EQ(parse_integer("2.5"), std::nullopt);
+  EXPECT_EQ(parse_integer("99999999999999999999"), std::nullopt);  // out of range
+  EXPECT_EQ(parse_number("1e-2"), 0.01);
+  EXPECT_EQ(parse_number("3"), 3.0);
+  EXPECT_EQ(parse_number(""), std::nullopt);
+  EXPECT_EQ(parse_number("0.1 "), std::nullopt);
+  EXPECT_TRUE(std::isinf(*parse_number("inf")));
+  EXPECT_TRUE(std::isnan(*parse_number("nan")));
+}
+
 TEST(Text, LossTextKeepsFourDecimalsUntilTheLossOutgrowsThem) {
   EXPECT_EQ(loss_text(5.60143), "5.6014");
   EXPECT_EQ(loss_text(0.00012), "0.0001");
