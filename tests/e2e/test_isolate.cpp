@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <csignal>
 #include <filesystem>
 
 #include "store/store.hpp"
@@ -187,20 +186,12 @@ TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
   // Ctrl-C (SIGINT to the process group, trainer included) once the first trial has stored 5
   // steps: it is then far from its end at step 1500, however slow the machine.
   bool sent = false;
-  auto signal_when = [&] {
-    if (sent || !std::filesystem::exists(db)) return 0;
-    auto store = faultline::store::Store::open(db);
-    for (const auto& run : store.list_runs(-1))
-      sent = sent || (run.status == faultline::store::RunStatus::Running &&
-                      store.summarize(run.id).last_step >= 5);
-    return sent ? SIGINT : 0;
-  };
   auto interrupted = cli_of(
       run_process({faultline_argv(with_sets({"isolate", "-c", kMicro, "--json"}, overrides), dir),
                    {},
                    300,
                    {},
-                   signal_when}));
+                   interrupt_past_step(db, 5, sent)}));
   ASSERT_TRUE(sent) << interrupted.result.output;
   EXPECT_EQ(interrupted.result.exit_code, 4) << interrupted.result.output;
   // The trial cut short is reported as interrupted, not with the verdict of its steps so far.
@@ -225,9 +216,11 @@ TEST(Isolate, InterruptedIsolateSaysSoOfItsTrialAndResumes) {
   // A repro cut short judges nothing: it is not "not reproduced" (exit 3) but interrupted.
   std::string finding = "F";  // appended, not `"F" + ...`: GCC 12 warns (-Wrestrict) on that
   finding += std::to_string(resumed.doc.at("finding_id").get<int64_t>());
-  sent = false;
-  auto repro = cli_of(
-      run_process({faultline_argv({"repro", finding, "--json"}, dir), {}, 300, {}, signal_when}));
+  auto repro = cli_of(run_process({faultline_argv({"repro", finding, "--json"}, dir),
+                                   {},
+                                   300,
+                                   {},
+                                   interrupt_past_step(db, 5, sent)}));
   ASSERT_TRUE(sent) << repro.result.output;
   EXPECT_EQ(repro.result.exit_code, 4) << repro.result.output;
   ASSERT_TRUE(repro.doc.is_object()) << repro.result.output;

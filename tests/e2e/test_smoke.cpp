@@ -9,12 +9,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "store/store.hpp"
 #include "support/cli.hpp"
 
 using namespace faultline::testing;
@@ -296,20 +294,12 @@ TEST(Smoke, InterruptedGateHasNoVerdictAndNamesTheRungCutShort) {
   // Ctrl-C (SIGINT to the process group) once the last rung, the full 3000 steps, is past step
   // 105: far from its end however slow the machine, and past the 100 steps of rung 2.
   bool sent = false;
-  auto signal_when = [&] {
-    if (sent || !std::filesystem::exists(db)) return 0;
-    auto store = faultline::store::Store::open(db);
-    for (const auto& run : store.list_runs(-1))
-      sent = sent || (run.status == faultline::store::RunStatus::Running &&
-                      store.summarize(run.id).last_step >= 105);
-    return sent ? SIGINT : 0;
-  };
   auto smoke = cli_of(run_process(
       {faultline_argv({"smoke", "-c", kMicro, "--json", "--set", "train.steps=3000"}, dir),
        {},
        300,
        {},
-       signal_when}));
+       interrupt_past_step(db, 105, sent)}));
   ASSERT_TRUE(sent) << smoke.result.output;
   EXPECT_EQ(smoke.result.exit_code, 4) << smoke.result.output;
   ASSERT_TRUE(smoke.doc.is_object()) << smoke.result.output;

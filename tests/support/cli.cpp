@@ -2,7 +2,11 @@
 #include "support/cli.hpp"
 
 #include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <sstream>
+
+#include "store/store.hpp"
 
 namespace faultline::testing {
 
@@ -35,6 +39,18 @@ Cli faultline_cli(std::vector<std::string> args, const std::string& dir, double 
                   std::function<bool()> kill_when, TimingDetectors timing) {
   return cli_of(
       run_process({faultline_argv(std::move(args), dir, timing), {}, timeout_s, kill_when, {}}));
+}
+
+std::function<int()> interrupt_past_step(const std::string& db, int64_t step, bool& sent) {
+  sent = false;
+  return [db, step, &sent] {
+    if (sent || !std::filesystem::exists(db)) return 0;
+    auto store = store::Store::open(db);
+    for (const auto& run : store.list_runs(-1))
+      sent = sent ||
+             (run.status == store::RunStatus::Running && store.summarize(run.id).last_step >= step);
+    return sent ? SIGINT : 0;
+  };
 }
 
 std::vector<std::string> with_sets(std::vector<std::string> args,

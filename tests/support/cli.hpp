@@ -2,6 +2,8 @@
 // out its --json document.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +34,11 @@ std::vector<std::string> faultline_argv(std::vector<std::string> args, const std
 
 // A finished faultline process with its --json document picked out.
 Cli cli_of(ProcessResult result);
+
+// Ctrl-C, for a ProcessSpec's signal_when: SIGINT once, as soon as a run in the store at `db` is
+// running and has stored step `step` or a later one; `sent` (the caller's, which must outlive the
+// process) says whether it was sent.
+std::function<int()> interrupt_past_step(const std::string& db, int64_t step, bool& sent);
 
 // ARGS with `--set KEY=VALUE` for each of `sets` appended.
 std::vector<std::string> with_sets(std::vector<std::string> args,
