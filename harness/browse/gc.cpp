@@ -107,6 +107,8 @@ uint64_t GcPlan::bytes() const {
 }
 
 std::string run_directory(const store::RunInfo& run, const std::vector<EventRecord>& events) {
+  if (!run.out_dir.empty()) return normal(run.out_dir);
+  // Runs stored before the store kept the directory: guessed from the argv and checkpoints.
   const auto argv = json::parse(run.argv_json, nullptr, false);
   std::vector<std::string> words;
   if (argv.is_array())

@@ -40,9 +40,9 @@ struct GcPlan {
   uint64_t bytes() const;
 };
 
-// The directory a run wrote to: the trainer's --out, else the run-<id> folder its command line
-// or its checkpoints name (`events`: its checkpoint events are enough); "" when it cannot be told
-// (gc then leaves the run alone).
+// The directory a run wrote to: the one the store kept; for a run stored before it kept them, the
+// trainer's --out, else the run-<id> folder its command line or its checkpoints name (`events`:
+// its checkpoint events are enough); "" when it cannot be told (gc then leaves the run alone).
 std::string run_directory(const store::RunInfo& run, const std::vector<EventRecord>& events);
 
 GcPlan plan_gc(const store::Store& store, const GcOptions& options);

@@ -219,7 +219,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   const int port = pick_free_port();
   outcome.ranks = spec.ranks;
   // The run's directory is named after its id, and the argv names the directory: one
-  // transaction, so no run is ever stored without the command line it ran.
+  // transaction, so no run is ever stored without the command line it ran or its directory.
   store_.in_transaction([&] {
     outcome.run_id = store_.create_run(info);
     // Run ids restart with each store: a directory left by another store's run is not reused
@@ -231,6 +231,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     command = trainer.rank_command(spec, options_.trainer, outcome.out_dir, port);
     info.argv_json = nlohmann::json(command.argv).dump();
     store_.set_run_argv(outcome.run_id, info.argv_json);
+    store_.set_run_out_dir(outcome.run_id, outcome.out_dir);
   });
   std::filesystem::create_directories(outcome.out_dir);
   for (const auto& [path, text] : command.files) std::ofstream(path) << text;

@@ -26,7 +26,8 @@ void set_run_column(sqlite3* db, const std::string& path, int64_t id, const char
 
 constexpr const char* kRunColumns =
     "id, config_path, config, config_hash, ranks, steps, data_fraction, argv, launcher, "
-    "started_at, ended_at, status, exit_code, signal, verdict, parent, owner_pid, owner_host";
+    "started_at, ended_at, status, exit_code, signal, verdict, parent, owner_pid, owner_host, "
+    "out_dir";
 
 RunInfo read_run(const Statement& row) {
   RunInfo run;
@@ -48,6 +49,7 @@ RunInfo read_run(const Statement& row) {
   run.parent = row.text(15);
   run.owner_pid = row.int64(16);
   run.owner_host = row.text(17);
+  run.out_dir = row.text(18);
   return run;
 }
 
@@ -111,6 +113,12 @@ int64_t Store::create_run(const RunInfo& run) {
 void Store::set_run_argv(int64_t id, const std::string& argv_json) {
   detail::Transaction transaction(db_, path_, tx_depth_);
   set_run_column(db_, path_, id, "argv", argv_json);
+  transaction.commit();
+}
+
+void Store::set_run_out_dir(int64_t id, const std::string& out_dir) {
+  detail::Transaction transaction(db_, path_, tx_depth_);
+  set_run_column(db_, path_, id, "out_dir", out_dir);
   transaction.commit();
 }
 

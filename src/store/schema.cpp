@@ -1,4 +1,4 @@
-// Schema versions 1 to 6, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 7, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -175,6 +175,14 @@ ALTER TABLE metrics ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE metrics ADD COLUMN loss_scale;                        -- NULL: not reported
 )sql";
 
+// Version 7: the run's own directory (its rank logs and metrics files, and checkpoints when the
+// trainer writes them there), as the harness made it: before, it was guessed from the argv, and a
+// trainer whose command names no directory (a log-only script) had none that `show` or `gc` knew.
+// '' for runs stored before and for imports (whose directory is the user's).
+const char* const kVersion7 = R"sql(
+ALTER TABLE runs ADD COLUMN out_dir TEXT NOT NULL DEFAULT '';
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -204,8 +212,8 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3,
-                                                 kVersion4, kVersion5, kVersion6};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                                 kVersion5, kVersion6, kVersion7};
   return steps;
 }
 

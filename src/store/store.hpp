@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -46,6 +46,7 @@ struct RunInfo {
   int64_t steps = 0;  // steps asked for
   double data_fraction = 1;
   std::string argv_json;  // JSON array of the rank-0 argv
+  std::string out_dir;    // the run's directory as the harness made it; "" when not known
   std::string launcher = "local";
   std::string started_at;  // ISO-8601 UTC; create_run fills in now when empty
   std::string ended_at;    // finish_run fills in now when empty; "" while running
@@ -142,6 +143,7 @@ class Store {
   int64_t create_run(const RunInfo& run);  // returns its id; status Running
   // The command line, once it is known (it names the run's directory, which needs the id).
   void set_run_argv(int64_t id, const std::string& argv_json);
+  void set_run_out_dir(int64_t id, const std::string& out_dir);
   // Its length, once it is known (an imported run without a config: its records' last step,
   // known when the last rank's file has been stored).
   void set_run_steps(int64_t id, int64_t steps);

@@ -18,6 +18,9 @@ TEST(ExternalTrainer, LogOnlyScriptGetsTheStepAndTheConfigCulpritAndSaysWhyNoMod
   const std::string dir = make_temp_dir("ext-log");
   auto smoke = faultline_cli({"smoke", "-c", kLogOnly, "--json"}, dir, 300);
   ASSERT_EQ(smoke.result.exit_code, 0) << smoke.result.output;
+  // The script's command names no directory; the store still knows where its log went.
+  auto shown = faultline_cli({"show", "1"}, dir);
+  EXPECT_THAT(shown.result.output, HasSubstr("run dir:  " + dir + "/runs/run-1\n"));
 
   auto cli = faultline_cli(with_sets({"isolate", "-c", kLogOnly, "--json", "--baseline-set",
                                       "fault.nan_step=0", "--baseline-set", "train.seed=1234"},

@@ -55,6 +55,18 @@ TEST(Gc, RunDirectoryComesFromOutOrARunFolderNamedInTheCommandLine) {
   EXPECT_EQ(run_directory(run, {checkpoint}), "/w/run-12");
 }
 
+TEST(Gc, TheStoredRunDirectoryWinsOverTheCommandLine) {
+  store::RunInfo run;
+  run.id = 12;
+  // A log-only script's command names no directory: only the store knows where its logs went.
+  run.argv_json = json({"python", "train.py", "--steps", "100"}).dump();
+  EXPECT_EQ(run_directory(run, {}), "");
+  run.out_dir = "/w/faultline-runs/run-12";
+  EXPECT_EQ(run_directory(run, {}), "/w/faultline-runs/run-12");
+  run.argv_json = json({"t", "--out", "/w/elsewhere/run-12"}).dump();
+  EXPECT_EQ(run_directory(run, {}), "/w/faultline-runs/run-12");
+}
+
 TEST(Gc, KeepsTheCheckpointAReproResumesFromAndRemovesTheRest) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));

@@ -8,10 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "store_downgrade.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
+using faultline::testing::downgrade_store;
 using faultline::testing::ScratchDir;
 using faultline::testing::user_error;
 using faultline::testing::write_file;
@@ -180,10 +182,11 @@ TEST(Store, RefusesANewerSchemaNamingPathAndVersions) {
   ScratchDir dir;
   const std::string path = dir.file("f.db");
   Store::open(path).create_run(sample_run());
-  Store::raw_exec_for_tests(path, "PRAGMA user_version = 7");
+  const std::string newer = std::to_string(kSchemaVersion + 1);
+  Store::raw_exec_for_tests(path, "PRAGMA user_version = " + newer);
   ErrorItem error = user_error([&] { Store::open(path); });
   EXPECT_EQ(error.where, path);
-  EXPECT_NE(error.what.find("version 7"), std::string::npos) << error.what;
+  EXPECT_NE(error.what.find("version " + newer), std::string::npos) << error.what;
   EXPECT_NE(error.what.find(std::to_string(kSchemaVersion)), std::string::npos) << error.what;
   Store::raw_exec_for_tests(path, "PRAGMA user_version = " + std::to_string(kSchemaVersion));
   EXPECT_EQ(Store::open(path).list_runs().size(), 1u);  // refusing changed nothing
@@ -194,14 +197,7 @@ TEST(Store, AVersion1FileIsMigratedAndKeepsItsFingerprints) {
   const std::string path = dir.file("v1.db");
   const int64_t id = Store::open(path).create_run(sample_run());
   Store::open(path).add_fingerprints(id, {{0, 0.5, 3, "grads", "00ff", 2.5, {1.0, -0.25}}});
-  // Back to what a version-1 build wrote: no norm, no sketch, no run_malformed.
-  Store::raw_exec_for_tests(
-      path,
-      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
-      "ALTER TABLE run_failures DROP COLUMN shown_by; "
-      "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
-      "DROP TABLE run_malformed; ALTER TABLE fingerprints DROP COLUMN sketch; "
-      "ALTER TABLE fingerprints DROP COLUMN norm; PRAGMA user_version = 1");
+  downgrade_store(path, 1);  // no norm, no sketch, no run_malformed
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   auto old = store.fingerprints(id);
@@ -231,10 +227,7 @@ TEST(Store, AVersion4FilesFailuresAreMigratedWithoutAShownByStep) {
     store.finish_run(id, result);
     EXPECT_EQ(store.get_run(id)->failures.at(0).shown_by, 42);
   }
-  Store::raw_exec_for_tests(
-      path,
-      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
-      "ALTER TABLE run_failures DROP COLUMN shown_by; PRAGMA user_version = 4");
+  downgrade_store(path, 4);
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   const auto failure = store.get_run(id)->failures.at(0);
@@ -255,10 +248,7 @@ TEST(Store, AVersion5FilesStepsAreMigratedAsNotSkippedWithoutAScale) {
     step.loss = 2.5;
     store.add_steps(id, {step});
   }
-  Store::raw_exec_for_tests(
-      path,
-      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
-      "PRAGMA user_version = 5");
+  downgrade_store(path, 5);
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   const auto steps = store.steps(id);

@@ -6,10 +6,12 @@
 #include <stdexcept>
 
 #include "store/store.hpp"
+#include "store_downgrade.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
+using faultline::testing::downgrade_store;
 using faultline::testing::ScratchDir;
 
 int64_t run_of(Store& store, const std::string& hash) {
@@ -49,12 +51,7 @@ TEST(StoreReferences, AVersion3FileIsMigratedAndKeepsItsRuns) {
   ScratchDir dir;
   const std::string path = dir.file("v3.db");
   { run_of(*std::make_unique<Store>(Store::open(path)), "h"); }
-  Store::raw_exec_for_tests(
-      path,
-      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
-      "ALTER TABLE run_failures DROP COLUMN shown_by; "
-      "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
-      "PRAGMA user_version = 3");
+  downgrade_store(path, 3);
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   EXPECT_EQ(store.list_runs().size(), 1u);

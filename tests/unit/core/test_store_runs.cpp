@@ -6,11 +6,13 @@
 #include <string>
 
 #include "store/store.hpp"
+#include "store_downgrade.hpp"
 #include "store_test_records.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
+using faultline::testing::downgrade_store;
 using faultline::testing::ScratchDir;
 using faultline::testing::step_record;
 
@@ -31,6 +33,26 @@ TEST(StoreRuns, TheArgvSetAfterCreationIsTheOneStored) {
   EXPECT_EQ(store.get_run(id)->argv_json, R"(["/bin/train","--out","/w/run-1"])");
   store.finish_run(id, finished({}));
   EXPECT_EQ(store.get_run(id)->argv_json, R"(["/bin/train","--out","/w/run-1"])");
+}
+
+TEST(StoreRuns, TheRunDirectoryIsKeptAndAnOlderFilesRunsHaveNone) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t id = 0;
+  {
+    Store store = Store::open(path);
+    id = store.create_run({});
+    EXPECT_EQ(store.get_run(id)->out_dir, "");
+    store.set_run_out_dir(id, "/w/faultline-runs/run-1");
+    store.finish_run(id, finished({}));
+    EXPECT_EQ(store.get_run(id)->out_dir, "/w/faultline-runs/run-1");
+    EXPECT_EQ(store.list_runs().at(0).out_dir, "/w/faultline-runs/run-1");
+  }
+  downgrade_store(path, 6);
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  EXPECT_EQ(store.get_run(id)->out_dir, "") << "a version-6 file did not keep it";
+  EXPECT_EQ(store.get_run(id)->verdict, "pass");
 }
 
 TEST(StoreRuns, TheRunsOfAParentAreFoundOldestFirst) {
@@ -100,12 +122,7 @@ TEST(StoreRuns, AVersion2FileIsMigratedAndKeepsItsRows) {
     store.finish_run(id, result);
   }
   // Back to what a version-2 build wrote: everything but run_malformed and the references.
-  Store::raw_exec_for_tests(
-      path,
-      "ALTER TABLE metrics DROP COLUMN skipped; ALTER TABLE metrics DROP COLUMN loss_scale; "
-      "ALTER TABLE run_failures DROP COLUMN shown_by; "
-      "DROP TABLE loss_reference_runs; DROP TABLE loss_references; "
-      "DROP TABLE run_malformed; PRAGMA user_version = 2");
+  downgrade_store(path, 2);
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   auto old = *store.get_run(id);
