@@ -52,17 +52,13 @@ ConfigValue value_of(const YAML::Node& node, const std::string& origin) {
     value.boolean = text == "true";
     return value;
   }
-  char* end = nullptr;
-  const long long integer = std::strtoll(text.c_str(), &end, 10);
-  if (!text.empty() && *end == '\0') {
+  // An integer past 64 bits is read as a float, as a JSON file's is (it was clamped to 2^63 - 1).
+  if (const auto integer = parse_integer(text)) {
     value.type = ConfigValue::Type::Int;
-    value.integer = integer;
-    return value;
-  }
-  const double real = std::strtod(text.c_str(), &end);
-  if (!text.empty() && *end == '\0') {
+    value.integer = *integer;
+  } else if (const auto real = parse_number(text)) {
     value.type = ConfigValue::Type::Float;
-    value.real = real;
+    value.real = *real;
   }
   return value;
 }

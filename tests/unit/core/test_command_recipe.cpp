@@ -3,6 +3,8 @@
 // and every recipe error reported at once with its key.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "harness/contract/command_recipe.hpp"
 #include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
@@ -204,6 +206,20 @@ TEST(CommandRecipe, AConfigFilesKeysAreTheRecipesAndEachTrialGetsACopyWithItsVal
   const auto unsupported = user_errors([&] { read_config_file(dir.file("cfg.ini")); });
   ASSERT_EQ(unsupported.size(), 1u);
   EXPECT_EQ(unsupported[0].what, "unsupported config file format '.ini'");
+}
+
+TEST(CommandRecipe, AnIntegerPast64BitsInAConfigFileIsAFloatNotTheLargestInteger) {
+  ScratchDir dir;
+  write_file(dir.file("cfg.yaml"), "seed: 99999999999999999999\nsteps: -9223372036854775808\n");
+  write_file(dir.file("cfg.json"), R"({"seed": 99999999999999999999})");
+  for (const std::string file : {"cfg.yaml", "cfg.json"}) {
+    const auto seed = read_config_file(dir.file(file)).at("seed");
+    EXPECT_EQ(seed.type, ConfigValue::Type::Float) << file;
+    EXPECT_DOUBLE_EQ(seed.real, 1e20) << file;
+  }
+  const auto lowest = read_config_file(dir.file("cfg.yaml")).at("steps");
+  EXPECT_EQ(lowest.type, ConfigValue::Type::Int);
+  EXPECT_EQ(lowest.integer, std::numeric_limits<long long>::min());
 }
 
 }  // namespace
