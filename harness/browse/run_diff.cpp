@@ -38,7 +38,7 @@ compared_fields() {
       {"lr", [](const StepRecord& r) { return r.has_lr ? std::optional(r.lr) : std::nullopt; }},
       {"param_norm", [](const StepRecord& r) { return r.param_norm; }},
       {"update_ratio", [](const StepRecord& r) { return r.update_ratio; }},
-      {"tokens", [](const StepRecord& r) { return std::optional(static_cast<double>(r.tokens)); }},
+      {"tokens", [whole](const StepRecord& r) { return whole(r.tokens); }},
       {"nonfinite", [whole](const StepRecord& r) { return whole(r.nonfinite); }}};
   return fields;
 }

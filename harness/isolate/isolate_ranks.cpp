@@ -29,13 +29,14 @@ json number_or_null(double value) {
 }
 
 // Step, data and collective time of each rank in the run (its medians): a straggler or starved
-// rank shows here next to the fingerprint verdicts.
+// rank shows here next to the fingerprint verdicts. A time the trainer does not measure is null.
 std::map<int, json> timing_by_rank(store::Store& store, int64_t run_id) {
   std::map<int, std::vector<double>> step_ms, data_ms, comm_ms;
   for (const auto& record : store.steps(run_id)) {
-    step_ms[record.rank].push_back(record.step_ms);
-    data_ms[record.rank].push_back(record.data_ms);
-    comm_ms[record.rank].push_back(record.comm_ms);
+    step_ms[record.rank];  // every rank gets its entry
+    if (record.step_ms) step_ms[record.rank].push_back(*record.step_ms);
+    if (record.data_ms) data_ms[record.rank].push_back(*record.data_ms);
+    if (record.comm_ms) comm_ms[record.rank].push_back(*record.comm_ms);
   }
   std::map<int, json> timing;
   for (const auto& [rank, values] : step_ms)

@@ -16,7 +16,9 @@ void GpuStepJoin::anchor(int rank, double t, double unix_time) {
 }
 
 void GpuStepJoin::add(const StepRecord& step) {
-  steps_[step.rank].push_back({step.step, step.t, step.step_ms, step.data_ms});
+  // A step's window is the step_ms before its record: a step without one has nothing to join.
+  if (!step.step_ms) return;
+  steps_[step.rank].push_back({step.step, step.t, *step.step_ms, step.data_ms.value_or(0)});
 }
 
 void GpuStepJoin::add(const GpuRecord& gpu) {

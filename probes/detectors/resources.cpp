@@ -25,9 +25,9 @@ class MemoryDetector : public Detector {
   explicit MemoryDetector(const Thresholds& t) : t_(t.memory) {}
 
   void observe(const StepRecord& r) override {
-    if (r.mem_bytes <= 0) return;  // a trainer that does not report memory
+    if (!r.mem_bytes || *r.mem_bytes <= 0) return;  // a trainer that does not report memory
     Rank& s = ranks_[r.rank];
-    const auto bytes = static_cast<double>(r.mem_bytes);
+    const auto bytes = static_cast<double>(*r.mem_bytes);
     if (r.mem_total_bytes && *r.mem_total_bytes > 0) {
       const auto total = static_cast<double>(*r.mem_total_bytes);
       if (bytes > t_.max_fraction * total)
@@ -87,9 +87,10 @@ class DataStallDetector : public Detector {
   explicit DataStallDetector(const Thresholds& t) : t_(t.data_stall) {}
 
   void observe(const StepRecord& r) override {
-    const double own_ms = r.step_ms - r.comm_ms;
-    if (own_ms > 0 && std::isfinite(own_ms) && std::isfinite(r.data_ms))
-      shares_[r.rank].push_back(std::clamp(r.data_ms / own_ms, 0.0, 1.0));
+    if (!r.step_ms || !r.data_ms) return;  // a trainer that does not time its data loading
+    const double own_ms = *r.step_ms - r.comm_ms.value_or(0);
+    if (own_ms > 0 && std::isfinite(own_ms) && std::isfinite(*r.data_ms))
+      shares_[r.rank].push_back(std::clamp(*r.data_ms / own_ms, 0.0, 1.0));
   }
 
   void judge(Findings& out, bool final) const override {

@@ -40,7 +40,8 @@ class StragglerDetector : public Detector {
 
   void observe(const StepRecord& r) override {
     if (++records_[r.rank] <= t_.skip_steps) return;
-    const double wall = r.step_ms - r.comm_ms - r.data_ms;
+    if (!r.step_ms) return;  // a trainer that does not time its steps
+    const double wall = *r.step_ms - r.comm_ms.value_or(0) - r.data_ms.value_or(0);
     if (!std::isfinite(wall)) return;
     Sample sample{std::max(0.0, wall), std::nullopt};
     if (r.cpu_ms && std::isfinite(*r.cpu_ms)) sample.cpu_ms = std::max(0.0, *r.cpu_ms);

@@ -37,11 +37,14 @@ std::vector<StepRecord> synthetic_run(const SyntheticRun& spec) {
       r.loss = loss;
       r.grad_norm = grad_norm;
       r.lr = lr;
-      r.data_ms = 2.0 + 0.2 * std::fabs(noise(rng));
-      r.comm_ms = spec.ranks > 1 ? 5.0 + 0.5 * std::fabs(noise(rng)) : 0.0;
-      r.step_ms = 43.0 + r.data_ms + r.comm_ms + 2.0 * noise(rng);
+      const double data_ms = 2.0 + 0.2 * std::fabs(noise(rng));
+      const double comm_ms = spec.ranks > 1 ? 5.0 + 0.5 * std::fabs(noise(rng)) : 0.0;
+      const double step_ms = 43.0 + data_ms + comm_ms + 2.0 * noise(rng);
+      r.data_ms = data_ms;
+      r.comm_ms = comm_ms;
+      r.step_ms = step_ms;
       if (spec.cpu_time == CpuTime::Reported)
-        r.cpu_ms = (r.step_ms - r.data_ms - r.comm_ms) * (0.95 - 0.05 * std::tanh(noise(rng)));
+        r.cpu_ms = (step_ms - data_ms - comm_ms) * (0.95 - 0.05 * std::tanh(noise(rng)));
       r.tokens = 1024;
       const double settled = 500 * kMiB + 0.0625 * kMiB * noise(rng);
       r.mem_bytes =

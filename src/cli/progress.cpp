@@ -52,7 +52,9 @@ void TrialProgress::step(const StepRecord& record) {
   if (out_.style() == ProgressStyle::Quiet || record.rank != 0) return;
   // Every rank trains on the same number of tokens per step, so rank 0's rate × ranks is the run's.
   const double tokens_per_s =
-      record.step_ms > 0 ? record.tokens * ranks_ * 1000.0 / record.step_ms : 0;
+      record.step_ms && *record.step_ms > 0 && record.tokens
+          ? static_cast<double>(*record.tokens) * ranks_ * 1000.0 / *record.step_ms
+          : 0;
   // What a trainer does not report (a log-only script's lr or tokens) is left out, not shown as 0.
   std::string line =
       fmt::format("{}step {}/{}  loss {}", prefix_, record.step, steps_, loss_text(record.loss));

@@ -90,7 +90,8 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
           {"steps_run", steps_run(summary)},
           {"first_loss", finite_or_null(summary.first_loss)},
           {"last_loss", finite_or_null(summary.last_loss)},
-          {"tokens_per_s", summary.tokens_per_s},
+          // null, not 0, for a trainer that reports no tokens or step times (a log-only script)
+          {"tokens_per_s", summary.tokens_per_s > 0 ? json(summary.tokens_per_s) : json()},
           {"skipped_steps", summary.skipped_steps}};
 }
 

@@ -118,11 +118,11 @@ ParsedLine parse_metrics_line(std::string_view line) {
       step.lr = real(record, "lr", std::nan(""));
       step.has_grad_norm = record.contains("grad_norm") && !record["grad_norm"].is_null();
       step.has_lr = record.contains("lr") && !record["lr"].is_null();
-      step.step_ms = real(record, "step_ms");
-      step.data_ms = real(record, "data_ms");
-      step.comm_ms = real(record, "comm_ms");
-      step.tokens = static_cast<int64_t>(real(record, "tokens"));
-      step.mem_bytes = static_cast<int64_t>(real(record, "mem_bytes"));
+      step.step_ms = maybe_real(record, "step_ms");
+      step.data_ms = maybe_real(record, "data_ms");
+      step.comm_ms = maybe_real(record, "comm_ms");
+      step.tokens = maybe_int(record, "tokens");
+      step.mem_bytes = maybe_int(record, "mem_bytes");
       step.mem_total_bytes = maybe_int(record, "mem_total_bytes");
       step.param_norm = maybe_real(record, "param_norm");
       step.update_ratio = maybe_real(record, "update_ratio");

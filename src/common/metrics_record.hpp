@@ -20,9 +20,11 @@ struct StepRecord {
   // Whether the trainer wrote grad_norm and lr at all: a log-only trainer may print neither, and
   // a value it never gave is not a non-finite one (NaN in memory, NULL in the store).
   bool has_grad_norm = true, has_lr = true;
-  double step_ms = 0, data_ms = 0, comm_ms = 0;
-  int64_t tokens = 0;
-  int64_t mem_bytes = 0;
+  // Timings, tokens and memory: absent when the trainer does not measure them (a log-only
+  // script's lines seldom say), which is not 0 ms or 0 bytes (NULL in the store, a blank export
+  // cell, no plot line).
+  std::optional<double> step_ms, data_ms, comm_ms;
+  std::optional<int64_t> tokens, mem_bytes;
   std::optional<int64_t> mem_total_bytes;
   std::optional<double> param_norm, update_ratio;
   std::optional<int64_t> nonfinite;

@@ -46,7 +46,8 @@ std::optional<double> lr_of(const StepRecord& r) {
   return r.has_lr ? std::optional<double>(r.lr) : std::nullopt;
 }
 std::optional<double> compute_ms_of(const StepRecord& r) {
-  return std::max(0.0, r.step_ms - r.data_ms - r.comm_ms);
+  if (!r.step_ms) return std::nullopt;
+  return std::max(0.0, *r.step_ms - r.data_ms.value_or(0) - r.comm_ms.value_or(0));
 }
 std::optional<double> data_ms_of(const StepRecord& r) {
   return r.data_ms;
@@ -55,8 +56,9 @@ std::optional<double> comm_ms_of(const StepRecord& r) {
   return r.comm_ms;
 }
 std::optional<double> memory_mib_of(const StepRecord& r) {
-  return r.mem_bytes > 0 ? std::optional<double>(static_cast<double>(r.mem_bytes) / 1048576)
-                         : std::nullopt;
+  return r.mem_bytes && *r.mem_bytes > 0
+             ? std::optional<double>(static_cast<double>(*r.mem_bytes) / 1048576)
+             : std::nullopt;
 }
 
 std::vector<int> ranks_of(const std::vector<StepRecord>& steps) {
@@ -255,6 +257,12 @@ std::vector<Plot> metric_plots(const Curves& subject, const std::vector<Curves>&
     memory.series.push_back(series_of(subject.steps, rank, memory_mib_of,
                                       "rank " + std::to_string(rank), SeriesRole::Subject));
   plots.push_back(std::move(memory));
+  // A line for what a trainer never reported (a data time it does not measure) is only a legend
+  // entry; a plot with no line left is dropped.
+  for (auto& plot : plots)
+    plot.series.erase(std::remove_if(plot.series.begin(), plot.series.end(),
+                                     [](const Series& s) { return s.values.empty(); }),
+                      plot.series.end());
   plots.erase(
       std::remove_if(plots.begin(), plots.end(), [](const Plot& p) { return !has_values(p); }),
       plots.end());

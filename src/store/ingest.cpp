@@ -41,8 +41,8 @@ void bind_step(Statement& insert, int64_t run_id, const StepRecord& step) {
   bind_real(insert, 8, step.step_ms);
   bind_real(insert, 9, step.data_ms);
   bind_real(insert, 10, step.comm_ms);
-  insert.bind(11, step.tokens);
-  insert.bind(12, step.mem_bytes);
+  bind_optional(insert, 11, step.tokens);
+  bind_optional(insert, 12, step.mem_bytes);
   bind_optional(insert, 13, step.mem_total_bytes);
   bind_real(insert, 14, step.param_norm);
   bind_real(insert, 15, step.update_ratio);

@@ -33,11 +33,11 @@ StepRecord read_step(const Statement& query) {
   step.lr = read_real(query, 5);
   step.has_grad_norm = !query.is_null(4);
   step.has_lr = !query.is_null(5);
-  step.step_ms = read_real(query, 6);
-  step.data_ms = read_real(query, 7);
-  step.comm_ms = read_real(query, 8);
-  step.tokens = query.int64(9);
-  step.mem_bytes = query.int64(10);
+  step.step_ms = read_opt_real(query, 6);
+  step.data_ms = read_opt_real(query, 7);
+  step.comm_ms = read_opt_real(query, 8);
+  step.tokens = query.opt_int64(9);
+  step.mem_bytes = query.opt_int64(10);
   step.mem_total_bytes = query.opt_int64(11);
   step.param_norm = read_opt_real(query, 12);
   step.update_ratio = read_opt_real(query, 13);

@@ -1,4 +1,4 @@
-// Schema versions 1 to 7, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 8, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -183,6 +183,34 @@ const char* const kVersion7 = R"sql(
 ALTER TABLE runs ADD COLUMN out_dir TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 8: a step's tokens and mem_bytes may be NULL, as its timings already could: a trainer
+// that does not measure them (a log-only script) had them stored as 0 tokens and 0 bytes, and
+// exports and plots showed the zeros. SQLite cannot drop a NOT NULL, so the table is rebuilt, every
+// row copied as it is (older files' unmeasured values stay 0: they cannot be told apart).
+const char* const kVersion8 = R"sql(
+CREATE TABLE metrics_v8 (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  t, loss, grad_norm, lr, step_ms, data_ms, comm_ms,  -- REAL, TEXT for a NaN, NULL: not reported
+  tokens INTEGER,                                     -- NULL: not reported
+  mem_bytes INTEGER,                                  -- NULL: not reported
+  mem_total_bytes INTEGER,
+  param_norm, update_ratio,
+  nonfinite INTEGER,
+  collectives INTEGER,
+  skipped INTEGER NOT NULL DEFAULT 0,
+  loss_scale
+);
+INSERT INTO metrics_v8 SELECT id, run_id, rank, step, t, loss, grad_norm, lr, step_ms, data_ms,
+  comm_ms, tokens, mem_bytes, mem_total_bytes, param_norm, update_ratio, nonfinite, collectives,
+  skipped, loss_scale FROM metrics;
+DROP TABLE metrics;
+ALTER TABLE metrics_v8 RENAME TO metrics;
+CREATE INDEX metrics_by_run_rank_step ON metrics(run_id, rank, step);
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -213,7 +241,7 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 
 const std::vector<std::string>& builtin_migrations() {
   static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                                 kVersion5, kVersion6, kVersion7};
+                                                 kVersion5, kVersion6, kVersion7, kVersion8};
   return steps;
 }
 

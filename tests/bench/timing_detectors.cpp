@@ -93,7 +93,8 @@ std::vector<int> former_rule(const std::vector<StepRecord>& steps) {
   std::map<int, std::vector<double>> compute;
   std::map<int, int> seen;
   for (const auto& r : steps)
-    if (++seen[r.rank] > 2) compute[r.rank].push_back(r.step_ms - r.comm_ms - r.data_ms);
+    if (++seen[r.rank] > 2 && r.step_ms)
+      compute[r.rank].push_back(*r.step_ms - r.comm_ms.value_or(0) - r.data_ms.value_or(0));
   std::map<int, double> medians;
   for (const auto& [rank, values] : compute)
     if (values.size() >= 5) medians[rank] = detectors::median(values);

@@ -92,7 +92,7 @@ TEST(Browse, ExportedCsvHasOneRowPerStepAndRankWithTheStoredValues) {
     EXPECT_TRUE(same_value(cells[column("loss")], stored[i].loss)) << lines[i + 1];
     EXPECT_TRUE(same_value(cells[column("grad_norm")], stored[i].grad_norm)) << lines[i + 1];
     EXPECT_TRUE(same_value(cells[column("lr")], stored[i].lr)) << lines[i + 1];
-    EXPECT_TRUE(same_value(cells[column("step_ms")], stored[i].step_ms)) << lines[i + 1];
+    EXPECT_TRUE(same_value(cells[column("step_ms")], stored[i].step_ms.value())) << lines[i + 1];
     nans += cells[column("loss")] == "nan";
   }
   EXPECT_GE(nans, 1) << "the failing step's loss is spelled nan";

@@ -41,7 +41,7 @@ TEST(DetectorsCompare, MissingThroughputJudgesNothing) {
 TEST(DetectorsCompare, IdenticalRunsAreDeterministic) {
   auto a = synthetic_run({50, 2});
   auto b = a;
-  for (auto& record : b) record.step_ms += 3;  // timings are not deterministic fields
+  for (auto& record : b) *record.step_ms += 3;  // timings are not deterministic fields
   EXPECT_FALSE(compare_runs(a, b).has_value());
   for (auto& record : a) record.loss = std::numeric_limits<double>::quiet_NaN();
   b = a;  // the same NaN bits in both: not a difference

@@ -26,7 +26,7 @@ std::vector<Failure> judge(const std::vector<StepRecord>& records) {
 void leak(std::vector<StepRecord>& records, int rank, double mib_per_step) {
   for (auto& record : records)
     if (record.rank == rank)
-      record.mem_bytes +=
+      *record.mem_bytes +=
           static_cast<int64_t>(mib_per_step * kMiB * static_cast<double>(record.step));
 }
 
@@ -76,7 +76,7 @@ TEST(DetectorsResources, FlatSlowOrOneOffMemoryIsHealthy) {
   EXPECT_TRUE(judge(slow).empty()) << describe(judge(slow));
   auto jump = synthetic_run();
   for (auto& record : jump)
-    if (record.step >= 50) record.mem_bytes += static_cast<int64_t>(300 * kMiB);  // a cache fills
+    if (record.step >= 50) *record.mem_bytes += static_cast<int64_t>(300 * kMiB);  // a cache fills
   EXPECT_TRUE(judge(jump).empty()) << describe(judge(jump));
   auto short_run = synthetic_run({20, 1});
   leak(short_run, 0, 4.0);  // 15 fitted steps: too few to call
@@ -87,11 +87,11 @@ TEST(DetectorsResources, DataStallOnOneRankNamesIt) {
   auto records = synthetic_run({50, 2});
   for (auto& record : records)
     if (record.rank == 1) {
-      record.data_ms += 200;  // fault.data_delay_ms on rank 1
-      record.step_ms += 200;
+      *record.data_ms += 200;  // fault.data_delay_ms on rank 1
+      *record.step_ms += 200;
     } else {
-      record.comm_ms += 200;  // rank 0 waits for it in the all-reduce
-      record.step_ms += 200;
+      *record.comm_ms += 200;  // rank 0 waits for it in the all-reduce
+      *record.step_ms += 200;
     }
   auto failures = judge(records);
   ASSERT_NO_FATAL_FAILURE(expect_one(failures, "data_stall", -1, 1));
@@ -101,8 +101,8 @@ TEST(DetectorsResources, DataStallOnOneRankNamesIt) {
 TEST(DetectorsResources, DataStallOnEveryRankReportsTheWorst) {
   auto records = synthetic_run({50, 3});
   for (auto& record : records) {
-    record.data_ms += 100 + 50 * record.rank;
-    record.step_ms += 100 + 50 * record.rank;
+    *record.data_ms += 100 + 50 * record.rank;
+    *record.step_ms += 100 + 50 * record.rank;
   }
   auto failures = judge(records);
   ASSERT_EQ(failures.size(), 1u) << describe(failures);
@@ -131,8 +131,8 @@ TEST(DetectorsResources, DataShareLeavesOutTheTimeInTheCollective) {
 TEST(DetectorsResources, DataStallNeedsEnoughSteps) {
   auto records = synthetic_run({4, 1});
   for (auto& record : records) {
-    record.data_ms += 500;
-    record.step_ms += 500;
+    *record.data_ms += 500;
+    *record.step_ms += 500;
   }
   EXPECT_TRUE(judge(records).empty());
 }

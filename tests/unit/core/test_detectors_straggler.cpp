@@ -21,9 +21,9 @@ void slow_down(std::vector<StepRecord>& records, int rank, double extra_ms, Extr
                When when) {
   for (auto& record : records) {
     if (!when(record.step)) continue;
-    record.step_ms += extra_ms;
+    *record.step_ms += extra_ms;
     if (record.rank != rank)
-      record.comm_ms += extra_ms;
+      *record.comm_ms += extra_ms;
     else if (extra == Extra::Cpu && record.cpu_ms)
       *record.cpu_ms += extra_ms;
   }
@@ -55,8 +55,9 @@ TEST(DetectorsStraggler, DescheduledRankIsNoStragglerWhenCpuTimeIsReported) {
   spec.cpu_time = CpuTime::Reported;
   auto records = synthetic_run(spec);
   for (auto& record : records) {  // micro.toml's millisecond steps
-    record.step_ms = 3.0 + record.data_ms + record.comm_ms + (record.step_ms - 50.0) / 10;
-    record.cpu_ms = 0.9 * (record.step_ms - record.data_ms - record.comm_ms);
+    const double data_ms = *record.data_ms, comm_ms = *record.comm_ms;
+    record.step_ms = 3.0 + data_ms + comm_ms + (*record.step_ms - 50.0) / 10;
+    record.cpu_ms = 0.9 * (*record.step_ms - data_ms - comm_ms);
   }
   slow_down(records, 0, 5.7, Extra::Descheduled, [](int64_t step) { return step % 5 != 0; });
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
@@ -111,7 +112,7 @@ TEST(DetectorsStraggler, MildImbalanceOrOneRankIsNoStraggler) {
   slow_down(records, 1, 8, Extra::Cpu, every_step);  // ~20 % longer: per-step score ~0.83
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
   auto single = synthetic_run({50, 1});
-  for (auto& record : single) record.step_ms += 100;
+  for (auto& record : single) *record.step_ms += 100;
   EXPECT_TRUE(judge(single).empty());
 }
 

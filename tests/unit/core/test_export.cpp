@@ -54,6 +54,19 @@ TEST(Export, MetricsCsvHasAHeaderAndOneRowPerStepAndRank) {
   EXPECT_EQ(split(lines[0], ',').size(), split(lines[4], ',').size());
 }
 
+TEST(Export, TimesTokensAndMemoryATrainerNeverMeasuredAreEmptyCellsAndNullNotZero) {
+  auto record = step_record(0, 1, 4.25);
+  record.step_ms = record.data_ms = record.comm_ms = std::nullopt;
+  record.tokens = record.mem_bytes = std::nullopt;
+  std::ostringstream csv, jsonl;
+  write_metrics(csv, ExportFormat::Csv, 7, {record});
+  write_metrics(jsonl, ExportFormat::Jsonl, 7, {record});
+  EXPECT_EQ(split(csv.str(), '\n').at(1), "7,0,1,0.5,4.25,1.25,0.0003,,,,,,,,,,,0,");
+  const auto doc = nlohmann::json::parse(split(jsonl.str(), '\n').front());
+  for (const char* field : {"step_ms", "data_ms", "comm_ms", "tokens", "mem_bytes"})
+    EXPECT_TRUE(doc.at(field).is_null()) << field;
+}
+
 TEST(Export, MetricsJsonLinesSpellNanAsTheProtocolDoesAndAbsentAsNull) {
   auto record = step_record(0, 3, kNan);
   record.has_grad_norm = false;

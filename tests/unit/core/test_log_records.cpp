@@ -34,6 +34,8 @@ TEST(LogRecords, AMatchingLineIsAStepRecordWithOnlyTheFieldsItGave) {
   EXPECT_DOUBLE_EQ(step.loss, 2.5);
   EXPECT_FALSE(step.has_grad_norm);  // never printed: not a NaN
   EXPECT_FALSE(step.has_lr);
+  // nor measured: not 0 ms, 0 tokens or 0 bytes
+  EXPECT_FALSE(step.step_ms || step.data_ms || step.comm_ms || step.tokens || step.mem_bytes);
 
   const auto nan = parse_metrics_line(*records.translate("step 13/100 loss nan", 0, 1));
   EXPECT_TRUE(std::isnan(std::get<StepRecord>(*nan.record).loss));

@@ -136,6 +136,24 @@ TEST(PlotData, MetricsATrainerNeverWroteAreLeftOut) {
   EXPECT_EQ(plots.front().id, "loss");
 }
 
+TEST(PlotData, ALogOnlyTrainerHasNoStepTimeOrMemoryPlotOfZeros) {
+  auto record = step_record(0, 1, 4.0);
+  record.step_ms = record.data_ms = record.comm_ms = std::nullopt;
+  record.mem_bytes = std::nullopt;
+  std::vector<std::string> ids;
+  for (const auto& p : metric_plots({"run 1", SeriesRole::Subject, {record}}, {}, std::nullopt))
+    ids.push_back(p.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"loss", "grad_norm", "lr"}));
+  // A trainer that times its steps but not its data loading: compute is the whole step.
+  record.step_ms = 40.0;
+  const json time =
+      plot(plots_json(metric_plots({"run 1", SeriesRole::Subject, {record}}, {}, std::nullopt), {}),
+           "step_time");
+  ASSERT_EQ(time.at("series").size(), 1u);
+  EXPECT_EQ(time.at("series")[0].at("label"), "rank 0 compute");
+  EXPECT_EQ(time.at("series")[0].at("values"), json({40.0}));
+}
+
 TEST(PlotData, ALossScalersScaleIsPlottedAndItsSkippedStepsAreNotGradNormPoints) {
   std::vector<StepRecord> steps;
   for (int64_t step = 1; step <= 4; ++step) {

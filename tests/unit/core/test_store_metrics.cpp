@@ -9,11 +9,13 @@
 #include <variant>
 
 #include "store/store.hpp"
+#include "store_downgrade.hpp"
 #include "store_test_records.hpp"
 #include "test_support.hpp"
 
 namespace faultline::store {
 namespace {
+using faultline::testing::downgrade_store;
 using faultline::testing::ScratchDir;
 using faultline::testing::step_record;
 
@@ -74,6 +76,50 @@ TEST(StoreMetrics, StepsRoundTripEveryField) {
   EXPECT_FALSE(b.loss_scale.has_value());
 }
 
+TEST(StoreMetrics, TimesTokensAndMemoryNeverMeasuredStayAbsentAndAVersion7FileKeepsItsValues) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t run = 0;
+  {
+    Store store = Store::open(path);
+    run = store.create_run(RunInfo{});
+    StepRecord log_only;  // what a log line gives: step and loss
+    log_only.step = 1;
+    log_only.loss = 4.0;
+    log_only.has_grad_norm = log_only.has_lr = false;
+    store.add_steps(run, {log_only, step_record(0, 2, 3.5)});
+    const auto steps = store.steps(run);
+    ASSERT_EQ(steps.size(), 2u);
+    EXPECT_FALSE(steps[0].step_ms || steps[0].data_ms || steps[0].comm_ms || steps[0].tokens ||
+                 steps[0].mem_bytes);
+    EXPECT_EQ(steps[1].step_ms, 100.0);
+    EXPECT_EQ(steps[1].tokens, 1000);
+    EXPECT_EQ(steps[1].mem_bytes, 1 << 20);
+    EXPECT_EQ(store.summarize(run).tokens_per_s, 10000.0) << "the timed step's rate alone";
+  }
+  // A version-7 file stored the log-only step's tokens and memory as 0: they stay 0, every other
+  // value as it was, and the table takes absent values from then on.
+  downgrade_store(path, 7);
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  auto steps = store.steps(run);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].tokens, 0);
+  EXPECT_EQ(steps[0].mem_bytes, 0);
+  EXPECT_FALSE(steps[0].step_ms);
+  EXPECT_EQ(steps[0].loss, 4.0);
+  EXPECT_EQ(steps[1].step_ms, 100.0);
+  EXPECT_EQ(steps[1].data_ms, 5.0);
+  EXPECT_EQ(steps[1].mem_bytes, 1 << 20);
+  EXPECT_ANY_THROW(
+      Store::raw_exec_for_tests(path, "CREATE INDEX metrics_by_run_rank_step ON metrics(run_id)"))
+      << "the rebuilt table has its index again";
+  StepRecord again;
+  again.step = 3;
+  store.add_steps(run, {again});
+  EXPECT_FALSE(store.steps(run).back().tokens);
+}
+
 TEST(StoreMetrics, NonFiniteAndSpecialDoublesRoundTripBitExactly) {
   ScratchDir dir;
   const std::string path = dir.file("f.db");
@@ -98,8 +144,8 @@ TEST(StoreMetrics, NonFiniteAndSpecialDoublesRoundTripBitExactly) {
     std::vector<StepRecord> steps;
     for (size_t i = 0; i < values.size(); ++i) {
       StepRecord r = step_record(0, static_cast<int64_t>(i), values[i]);
-      r.t = r.grad_norm = r.lr = r.step_ms = r.data_ms = r.comm_ms = values[i];
-      r.param_norm = r.update_ratio = values[i];
+      r.t = r.grad_norm = r.lr = values[i];
+      r.step_ms = r.data_ms = r.comm_ms = r.param_norm = r.update_ratio = values[i];
       steps.push_back(r);
     }
     store.add_steps(run, steps);
@@ -109,8 +155,8 @@ TEST(StoreMetrics, NonFiniteAndSpecialDoublesRoundTripBitExactly) {
   for (size_t i = 0; i < values.size(); ++i) {
     const StepRecord& r = steps[i];
     SCOPED_TRACE("value " + std::to_string(i));
-    for (double got : {r.t, r.loss, r.grad_norm, r.lr, r.step_ms, r.data_ms, r.comm_ms,
-                       r.param_norm.value(), r.update_ratio.value()}) {
+    for (double got : {r.t, r.loss, r.grad_norm, r.lr, r.step_ms.value(), r.data_ms.value(),
+                       r.comm_ms.value(), r.param_norm.value(), r.update_ratio.value()}) {
       EXPECT_EQ(bits(got), bits(values[i]));
     }
   }
