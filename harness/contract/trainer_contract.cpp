@@ -122,8 +122,11 @@ TrialSpec TrainerContract::resume(TrialSpec spec, const std::optional<Checkpoint
 }
 
 TrialSpec TrainerContract::checkpoint_every(TrialSpec spec, int64_t every) const {
-  if (command_) return with(std::move(spec), {ask("checkpoint_every", std::to_string(every))});
-  return with(std::move(spec), {key("train.checkpoint_every", every)});
+  return with(std::move(spec), {fmt::format("{}={}", checkpoint_every_key(), every)});
+}
+
+std::string TrainerContract::checkpoint_every_key() const {
+  return command_ ? "faultline.checkpoint_every" : "train.checkpoint_every";
 }
 
 // A command trainer is only asked for what it declares (a log-only script given FAULTLINE_PROBE

@@ -71,6 +71,9 @@ class TrainerContract {
   TrialSpec prefix(TrialSpec spec, int64_t last_step) const;
   TrialSpec resume(TrialSpec spec, const std::optional<Checkpoint>& from) const;  // nullopt: step 0
   TrialSpec checkpoint_every(TrialSpec spec, int64_t every) const;                // 0: none
+  // The recipe key a user sets for it (`--set KEY=N`): train.checkpoint_every, or a command
+  // trainer's faultline.checkpoint_every.
+  std::string checkpoint_every_key() const;
   TrialSpec checkpoint_on_halt(TrialSpec spec, bool on) const;
   // Replays the global batches on `ranks` ranks, each accumulating `accumulate` micro-batches.
   TrialSpec accumulate(TrialSpec spec, int ranks, int64_t accumulate) const;

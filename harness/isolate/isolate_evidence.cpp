@@ -147,6 +147,10 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
                           " steps or more before its end, where " + to_string(failure.kind) +
                           " could be seen again"
                     : " has no checkpoint before step " + std::to_string(failure.step));
+    // How the next such run costs one interval: a run writes checkpoints only when asked to.
+    if (trainer.can(contract::Capability::Checkpoints) && trainer.can(contract::Capability::Resume))
+      why_not +=
+          " (--set " + trainer.checkpoint_every_key() + "=N makes a run write one every N steps)";
     return std::nullopt;
   }
   TrialSpec window =
