@@ -96,7 +96,10 @@ FailureSpan finding_span(const store::RunInfo& failing_run, const json& fields) 
 std::string finding_verdict(const json& fields, FailureSpan span) {
   std::string text = what_happened(fields.value("kind", ""), span);
   if (!fields.value("step", json()).is_null()) text += " at step " + text_of(fields["step"]);
-  if (!fields.value("where", json()).is_null()) {
+  // An LR anomaly's place is the optimizer's lr, which "the learning rate" already says.
+  const bool where_said =
+      detectors::parse_failure_kind(fields.value("kind", "")) == detectors::FailureKind::LrAnomaly;
+  if (!fields.value("where", json()).is_null() && !where_said) {
     text += " in " + text_of(fields["where"]);
     if (!fields.value("phase", json()).is_null()) text += " (" + text_of(fields["phase"]) + ")";
   }
@@ -191,11 +194,17 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   add_fact(report.deciding_facts, "replay tolerance (relative loss)",
            fields.value("tolerance", json()));
 
+  if (info->search_id)
+    if (auto search = store.get_search(*info->search_id))
+      report.timeline = timeline_of(store, harness::stored_timeline(*search));
+  double search_s = 0;
+  for (const auto& trial : report.timeline) search_s += trial.wall_s;
   report.summary.push_back(
       {"search",
-       fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps)",
+       fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps){}",
                    fields.value("trials", 0), fields.value("trials_reused", 0),
-                   fields.value("steps_executed", 0), fields.value("rank_steps_executed", 0))});
+                   fields.value("steps_executed", 0), fields.value("rank_steps_executed", 0),
+                   report.timeline.empty() ? "" : fmt::format(", {:.1f} s", search_s))});
   const json scale = fields.value("min_scale", json());
   if (scale.is_object())
     report.summary.push_back(
@@ -208,10 +217,6 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   report.summary.push_back({"found", info->created_at});
   for (const auto& why : fields.value("skipped", json::array()))
     report.notes.push_back(text_of(why));
-
-  if (info->search_id)
-    if (auto search = store.get_search(*info->search_id))
-      report.timeline = timeline_of(store, harness::stored_timeline(*search));
   if (report.timeline.empty())
     report.notes.push_back("the search's trials were not recorded (found by an older faultline)");
 

@@ -81,18 +81,6 @@ std::string render_markdown(const Report& report) {
                          change.failing);
     out += "```\n\n";
   }
-  if (!report.timeline.empty()) {
-    int64_t reused = 0, steps = 0;
-    double seconds = 0;
-    for (const auto& trial : report.timeline) {
-      reused += trial.reused;
-      steps += trial.steps_run;
-      seconds += trial.wall_s;
-    }
-    out +=
-        fmt::format("Search: {} trials ({} reused from the cache), {} trainer steps, {:.1f} s.\n\n",
-                    report.timeline.size(), reused, steps, seconds);
-  }
   facts_table(out, report.summary);
   if (!report.repro_command.empty())
     out += fmt::format("Reproduce:\n\n```sh\n{}\n```\n\n", report.repro_command);

@@ -109,6 +109,10 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   EXPECT_EQ(report.timeline[0].tested, "1 rank · steps 1..6");
   EXPECT_EQ(report.timeline[0].failure, "nonfinite at step 6 (rank 0)");
   EXPECT_TRUE(report.timeline[1].reused);
+  ASSERT_FALSE(report.summary.empty());
+  EXPECT_EQ(report.summary[0].label, "search");
+  EXPECT_EQ(report.summary[0].value,
+            "2 trials (1 reused from the cache), 0 trainer steps (0 rank-steps), 1.5 s");
   ASSERT_EQ(report.config_culprit.size(), 1u);
   EXPECT_EQ(report.config_culprit[0].failing, "10.0");
   ASSERT_FALSE(report.deciding_facts.empty());
@@ -252,6 +256,21 @@ TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
   EXPECT_EQ(report.verdict,
             "Training went non-finite (NaN/Inf) at step 150; it reproduces on 1 rank in 50 steps "
             "from the checkpoint of step 100.");
+}
+
+TEST(ReportGather, AnLrAnomalysHeadlineDoesNotSayTheLearningRateTwice) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"lr_anomaly", 40, 0, ""}}, 60);
+  store::FindingInfo info;
+  info.kind = "lr_anomaly";
+  info.fields_json =
+      json{{"kind", "lr_anomaly"}, {"step", 40}, {"where", "lr"},
+           {"phase", "optimizer"}, {"rank", 0},  {"evidence", {{"failing_run", failing}}}}
+          .dump();
+  info.repro_json = json{{"argv", {"train.py"}}}.dump();
+  const Report report = gather_finding(store, store.add_finding(info), {});
+  EXPECT_EQ(report.verdict, "The learning rate left its schedule at step 40 on rank 0.");
 }
 
 TEST(ReportGather, UnknownIdsAreUserErrors) {
