@@ -24,7 +24,12 @@ std::string write_run_config(const store::RunInfo& run, const std::string& work_
   const auto dir = std::filesystem::path(work_dir) / "recipes";
   std::filesystem::create_directories(dir);
   const auto path = dir / (name + ".toml");
-  std::ofstream(path) << "# " << why << "\n" << run.config;
+  // Messages about the trial's recipe name this copy: the line says which file to edit.
+  std::ofstream out(path);
+  out << "# " << why << "\n";
+  if (!run.config_path.empty())
+    out << "# (a copy: the run's recipe is " << run.config_path << ")\n";
+  out << run.config;
   return path.string();
 }
 

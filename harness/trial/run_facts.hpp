@@ -29,7 +29,8 @@ std::vector<uint64_t> batch_event(store::Store& store, int64_t run_id, int64_t s
 std::vector<std::string> rank_hosts(store::Store& store, int64_t run_id);
 
 // A stored run's resolved config written back as a recipe, <work_dir>/recipes/<name>.toml, its
-// first line the comment `why`: a trial of that recipe runs exactly what the run ran. Its path.
+// first line the comment `why`, then one naming the run's own recipe: a trial of that recipe runs
+// exactly what the run ran. Its path.
 std::string write_run_config(const store::RunInfo& run, const std::string& work_dir,
                              const std::string& name, const std::string& why);
 

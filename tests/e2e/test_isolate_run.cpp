@@ -157,6 +157,9 @@ TEST(IsolateRun, ARunWithoutACheckpointBeforeTheFailureIsRunFromStepZero) {
   EXPECT_THAT(cli.doc.at("skipped").dump(),
               HasSubstr("replayed from step 0: run 1 has no checkpoint before step 20 (--set "
                         "train.checkpoint_every=N makes a run write one every N steps)"));
+  // The trials ran a copy of the run's config; the copy names the recipe to edit.
+  EXPECT_THAT(read_text(dir + "/runs/recipes/run-1.toml"),
+              HasSubstr("# (a copy: the run's recipe is " + kMicro + ")\n"));
 }
 
 TEST(IsolateRun, AnImportedPlainTrainerRunIsIsolatedFromItsCheckpoints) {
