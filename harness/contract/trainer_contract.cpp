@@ -75,7 +75,15 @@ bool TrainerContract::can(Capability capability) const {
 std::string TrainerContract::skipped(const std::string& axis, Capability capability) const {
   return "skipped " + axis + ": it needs the trainer capability '" + to_string(capability) +
          "', which " + name() + " does not declare" +
-         (command_ ? " (trainer.provides in " + command_->source + ")" : "");
+         (command_ ? " (trainer.provides in " +
+                         (declared_in_.empty() ? command_->source : declared_in_) + ")"
+                   : "");
+}
+
+TrainerContract TrainerContract::declared_in(const std::string& recipe) const {
+  TrainerContract named = *this;
+  named.declared_in_ = recipe;
+  return named;
 }
 
 std::string TrainerContract::name() const {

@@ -58,8 +58,12 @@ class TrainerContract {
   static TrainerContract of(const std::string& recipe_path);
 
   bool can(Capability capability) const;
-  // "skipped <axis>: it needs the trainer capability '<capability>', which ... does not declare".
+  // "skipped <axis>: it needs the trainer capability '<capability>', which ... does not declare
+  // (trainer.provides in <recipe>)".
   std::string skipped(const std::string& axis, Capability capability) const;
+  // The same contract, its messages naming `recipe` as where the trainer is declared: a stored
+  // run's trials read a copy of its config, and the file to edit is the run's own recipe.
+  TrainerContract declared_in(const std::string& recipe) const;
   ExitMeaning exit_meaning(int exit_code) const;
   // A command trainer's name for messages ("the trainer python3 train.py"); "faultline-train".
   std::string name() const;
@@ -111,6 +115,7 @@ class TrainerContract {
  private:
   TrainerContract() = default;
   std::shared_ptr<const CommandTrainer> command_;  // null: faultline-train
+  std::string declared_in_;                        // "": command_'s own source
 };
 
 // The variables a trial speaks to its trainer through: FAULTLINE_METRICS, _OUT, _RESUME,

@@ -131,6 +131,8 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
     failing = evidence->spec;
   }
   context.trainer = contract::TrainerContract::of(failing.config_path);
+  if (evidence && !evidence->recipe.empty())
+    context.trainer = context.trainer.declared_in(evidence->recipe);
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
   result.search_id = store_.create_search("isolate", state.dump());

@@ -63,6 +63,7 @@ Evidence load_evidence(Context& context, int64_t run_id) {
       write_run_config(*run, context.options.work_dir, "run-" + std::to_string(run->id),
                        "the resolved config of stored run " + std::to_string(run->id));
   evidence.spec.ranks = run->ranks;
+  evidence.recipe = run->config_path;
   if (!rank_check) evidence.failure = *failure;
   evidence.checkpoints = contract::checkpoints(store, run->id);
   evidence.steps = run->steps;

@@ -86,7 +86,8 @@ struct Reproduction {
 // the checkpoints its events name.
 struct Evidence {
   int64_t run_id = 0;
-  TrialSpec spec;  // its resolved config, written back as a recipe, at its ranks
+  TrialSpec spec;      // its resolved config, written back as a recipe, at its ranks
+  std::string recipe;  // the run's own recipe ("" when it had none: an imported plain run)
   std::optional<detectors::Failure> failure;  // nullopt: a passing multi-rank run (rank check)
   std::vector<contract::Checkpoint> checkpoints;
   int64_t steps = 0;  // the steps it ran
