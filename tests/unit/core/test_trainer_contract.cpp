@@ -78,6 +78,24 @@ TEST(TrainerContract, BundledTrainerDeclaresEverythingButCheaperData) {
             "which faultline-train does not declare");
 }
 
+TEST(TrainerContract, ACommandTrainersCopyNamesTheRecipeToEditAndItsCheckpointKey) {
+  ScratchDir dir;
+  const std::string copy = dir.file("copy.toml");
+  std::ofstream(copy) << "[trainer]\ncommand = [\"python3\", \"train.py\"]\nrecords = \"log\"\n"
+                         "log_regex = 'step (?P<step>\\d+) loss (?P<loss>\\S+)'\n";
+  const auto trainer = TrainerContract::of(copy);
+  EXPECT_EQ(trainer.checkpoint_every_key(), "faultline.checkpoint_every");
+  EXPECT_EQ(TrainerContract::bundled().checkpoint_every_key(), "train.checkpoint_every");
+  const std::string tail =
+      "which the trainer 'python3 train.py' does not declare (trainer.provides in ";
+  EXPECT_NE(trainer.skipped("x", Capability::Resume).find(tail + copy + ")"), std::string::npos);
+  const auto named = trainer.declared_in("/jobs/my.toml");
+  EXPECT_NE(named.skipped("x", Capability::Resume).find(tail + "/jobs/my.toml)"), std::string::npos)
+      << named.skipped("x", Capability::Resume);
+  EXPECT_EQ(named.checkpoint_every(TrialSpec{}, 5).overrides,
+            std::vector<std::string>{"faultline.checkpoint_every=5"});
+}
+
 TEST(TrainerContract, CheckpointsComeFromEventsWhoseFilesExist) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
