@@ -137,19 +137,25 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
     why_not = std::string(to_string(failure.kind)) + " is a property of the whole run";
     return std::nullopt;
   }
+  if (!trainer.can(contract::Capability::Resume)) {
+    // Not "the run has no checkpoint": it may have them (a later note says how to declare
+    // `resume`).
+    why_not = "the trainer cannot resume from a checkpoint";
+    return std::nullopt;
+  }
   // A rate (a straggler, a starved rank) is replayed over the run's last stretch of at least
   // kRateStretch steps that starts at a checkpoint: one interval, not the whole run again.
   const int64_t until = rate ? evidence.steps : shown;
   const auto from =
       contract::last_before(evidence.checkpoints, rate ? until - kRateStretch + 1 : failure.step);
-  if (!from || !trainer.can(contract::Capability::Resume)) {
+  if (!from) {
     why_not = "run " + std::to_string(evidence.run_id) +
               (rate ? " has no checkpoint " + std::to_string(kRateStretch) +
                           " steps or more before its end, where " + to_string(failure.kind) +
                           " could be seen again"
                     : " has no checkpoint before step " + std::to_string(failure.step));
     // How the next such run costs one interval: a run writes checkpoints only when asked to.
-    if (trainer.can(contract::Capability::Checkpoints) && trainer.can(contract::Capability::Resume))
+    if (trainer.can(contract::Capability::Checkpoints))
       why_not +=
           " (--set " + trainer.checkpoint_every_key() + "=N makes a run write one every N steps)";
     return std::nullopt;

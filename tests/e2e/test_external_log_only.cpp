@@ -38,6 +38,28 @@ TEST(ExternalTrainer, LogOnlyScriptGetsTheStepAndTheConfigCulpritAndSaysWhyNoMod
   EXPECT_EQ(culprit[0].at("key"), "fault.nan_step");
 }
 
+// A stored run of a script with its own checkpoints but no way to resume from them is replayed
+// from step 0, and the note says why without claiming it has none.
+TEST(ExternalTrainer, AStoredRunOfAScriptThatCannotResumeSaysSoNotThatItHasNoCheckpoints) {
+  const std::string dir = make_temp_dir("ext-log-noresume");
+  std::string recipe = read_text(kExamples + "/log_checkpoints.toml");
+  recipe = replaced(recipe, "resume = [\"--resume\", \"{checkpoint}\"]\n", "");
+  recipe = replaced(recipe, "\"train_log_only.py\"", "\"" + kExamples + "/train_log_only.py\"");
+  std::ofstream(dir + "/noresume.toml") << recipe;
+  auto train =
+      faultline_cli({"train", "-c", dir + "/noresume.toml", "--steps", "50", "--json", "--set",
+                     "fault.nan_step=45", "--set", "faultline.checkpoint_every=20"},
+                    dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  auto cli = faultline_cli({"isolate", "--run", "1", "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("step"), 45);
+  const std::string skipped = cli.doc.at("skipped").dump();
+  EXPECT_THAT(skipped,
+              HasSubstr("replayed from step 0: the trainer cannot resume from a checkpoint"));
+  EXPECT_THAT(skipped, ::testing::Not(HasSubstr("has no checkpoint")));
+}
+
 TEST(ExternalTrainer, BisectCommitsFindsTheCommitThatBrokeALogOnlyScript) {
   GitFixture repo(make_temp_dir("ext-bisect"));
   const std::string script = read_text(kExamples + "/train_log_only.py");
