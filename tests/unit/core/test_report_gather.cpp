@@ -37,6 +37,15 @@ int64_t stored_run(store::Store& store, std::vector<store::RunFailure> failures,
   return id;
 }
 
+// A finding with these fields (its kind among them) and a repro of train.py; its id.
+int64_t stored_finding(store::Store& store, const json& fields) {
+  store::FindingInfo info;
+  info.kind = fields.at("kind").get<std::string>();
+  info.fields_json = fields.dump();
+  info.repro_json = json{{"argv", {"train.py"}}}.dump();
+  return store.add_finding(info);
+}
+
 TEST(ReportGather, AFailedRunShowsItsFailureStepAndCurves) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
@@ -230,12 +239,9 @@ TEST(ReportGather, ALossScalerThatFoundNoScaleIsNoNanInTheHeadline) {
   EXPECT_EQ(gather_run(store, run, {}).verdict,
             "Run " + std::to_string(run) +
                 " failed: The fp16 loss scale collapsed at step 30 on rank 0.");
-  store::FindingInfo info;
-  info.kind = "nonfinite";
-  info.fields_json =
-      json{{"kind", "nonfinite"}, {"step", 30}, {"evidence", {{"failing_run", run}}}}.dump();
-  info.repro_json = json{{"argv", {"train.py"}}}.dump();
-  EXPECT_EQ(gather_finding(store, store.add_finding(info), {}).verdict,
+  const int64_t finding = stored_finding(
+      store, {{"kind", "nonfinite"}, {"step", 30}, {"evidence", {{"failing_run", run}}}});
+  EXPECT_EQ(gather_finding(store, finding, {}).verdict,
             "The fp16 loss scale collapsed at step 30.");
 }
 
@@ -243,16 +249,13 @@ TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
   const int64_t failing = stored_run(store, {{"nonfinite", 150, 0, ""}}, 150);
-  store::FindingInfo info;
-  info.kind = "nonfinite";
-  info.fields_json =
-      json{{"kind", "nonfinite"},
-           {"step", 150},
-           {"min_scale", {{"ranks", 1}, {"from_step", 100}, {"steps", 150}, {"data_fraction", 1}}},
-           {"evidence", {{"failing_run", failing}}}}
-          .dump();
-  info.repro_json = json{{"argv", {"train.py"}}}.dump();
-  const Report report = gather_finding(store, store.add_finding(info), {});
+  const int64_t finding = stored_finding(
+      store,
+      {{"kind", "nonfinite"},
+       {"step", 150},
+       {"min_scale", {{"ranks", 1}, {"from_step", 100}, {"steps", 150}, {"data_fraction", 1}}},
+       {"evidence", {{"failing_run", failing}}}});
+  const Report report = gather_finding(store, finding, {});
   EXPECT_EQ(report.verdict,
             "Training went non-finite (NaN/Inf) at step 150; it reproduces on 1 rank in 50 steps "
             "from the checkpoint of step 100.");
@@ -262,14 +265,13 @@ TEST(ReportGather, AnLrAnomalysHeadlineDoesNotSayTheLearningRateTwice) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
   const int64_t failing = stored_run(store, {{"lr_anomaly", 40, 0, ""}}, 60);
-  store::FindingInfo info;
-  info.kind = "lr_anomaly";
-  info.fields_json =
-      json{{"kind", "lr_anomaly"}, {"step", 40}, {"where", "lr"},
-           {"phase", "optimizer"}, {"rank", 0},  {"evidence", {{"failing_run", failing}}}}
-          .dump();
-  info.repro_json = json{{"argv", {"train.py"}}}.dump();
-  const Report report = gather_finding(store, store.add_finding(info), {});
+  const int64_t finding = stored_finding(store, {{"kind", "lr_anomaly"},
+                                                 {"step", 40},
+                                                 {"where", "lr"},
+                                                 {"phase", "optimizer"},
+                                                 {"rank", 0},
+                                                 {"evidence", {{"failing_run", failing}}}});
+  const Report report = gather_finding(store, finding, {});
   EXPECT_EQ(report.verdict, "The learning rate left its schedule at step 40 on rank 0.");
 }
 
