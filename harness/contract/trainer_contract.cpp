@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -23,7 +24,7 @@ namespace faultline::harness::contract {
 
 namespace {
 
-std::string key(const char* name, int64_t value) {
+std::string key(std::string_view name, int64_t value) {
   return fmt::format("{}={}", name, value);
 }
 
@@ -32,9 +33,12 @@ TrialSpec with(TrialSpec spec, std::vector<std::string> overrides) {
   return spec;
 }
 
-// A command trainer's ask: faultline.<name>, read back into FAULTLINE_<NAME>.
+// A command trainer's ask: the key faultline.<name>, read back into FAULTLINE_<NAME>.
+std::string ask_key(const char* name) {
+  return fmt::format("faultline.{}", name);
+}
 std::string ask(const char* name, const std::string& value) {
-  return fmt::format("faultline.{}={}", name, value);
+  return fmt::format("{}={}", ask_key(name), value);
 }
 
 }  // namespace
@@ -130,11 +134,11 @@ TrialSpec TrainerContract::resume(TrialSpec spec, const std::optional<Checkpoint
 }
 
 TrialSpec TrainerContract::checkpoint_every(TrialSpec spec, int64_t every) const {
-  return with(std::move(spec), {fmt::format("{}={}", checkpoint_every_key(), every)});
+  return with(std::move(spec), {key(checkpoint_every_key(), every)});
 }
 
 std::string TrainerContract::checkpoint_every_key() const {
-  return command_ ? "faultline.checkpoint_every" : "train.checkpoint_every";
+  return command_ ? ask_key("checkpoint_every") : "train.checkpoint_every";
 }
 
 // A command trainer is only asked for what it declares (a log-only script given FAULTLINE_PROBE

@@ -29,8 +29,9 @@ std::string trim(std::string_view text);
 std::string lowercase(std::string_view text);
 std::vector<std::string> split(std::string_view text, char separator);
 
-// The whole text as an integer (base 10, in range of long long) or as a number as strtod reads
-// it (inf and nan included); nullopt for an empty text, trailing characters or an overflow.
+// The whole text as an integer (base 10; nullopt past long long) or as a number as strtod reads
+// it (inf and nan included, and inf for a number past double); nullopt for an empty text or
+// trailing characters.
 std::optional<long long> parse_integer(const std::string& text);
 std::optional<double> parse_number(const std::string& text);
 
