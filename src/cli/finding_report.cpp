@@ -94,8 +94,9 @@ void print_finding(const store::FindingInfo& finding) {
                scale.value("from_step", 0) + 1, text_of(scale["steps"]),
                100 * scale["data_fraction"].get<double>());
   }
-  fmt::print("  cost:     {} trials, {} trainer steps ({} rank-steps)\n", text_of(doc["trials"]),
-             text_of(doc["steps_executed"]), text_of(doc["rank_steps_executed"]));
+  fmt::print("  cost:     {}, {} trainer steps ({} rank-steps)\n",
+             counted(doc.value("trials", 0), "trial"), text_of(doc["steps_executed"]),
+             text_of(doc["rank_steps_executed"]));
   if (!doc["failing_run"].is_null())
     fmt::print("  run:      from failing run {}\n", text_of(doc["failing_run"]));
   for (const auto& why : doc["skipped"]) fmt::print("  note:     {}\n", text_of(why));

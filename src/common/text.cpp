@@ -148,6 +148,10 @@ std::string loss_text(double loss) {
                                                        : fmt::format("{:.4g}", loss);
 }
 
+std::string counted(long long count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
 std::string shell_command(const std::vector<std::string>& argv) {
   std::vector<std::string> words;
   for (const auto& arg : argv) words.push_back(shell_word(arg));

@@ -39,6 +39,9 @@ std::optional<double> parse_number(const std::string& text);
 // it has grown past them (2.437e+11), so a diverging run's lines keep their width.
 std::string loss_text(double loss);
 
+// A count with its noun, singular for one: "1 trial", "3 trials".
+std::string counted(long long count, std::string_view noun);
+
 // One argument as a POSIX shell reads it back: as it is when it is plain, else in single quotes
 // (an empty argument is '').
 std::string shell_word(std::string_view word);

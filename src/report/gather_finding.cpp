@@ -201,8 +201,8 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
   for (const auto& trial : report.timeline) search_s += trial.wall_s;
   report.summary.push_back(
       {"search",
-       fmt::format("{} trials ({} reused from the cache), {} trainer steps ({} rank-steps){}",
-                   fields.value("trials", 0), fields.value("trials_reused", 0),
+       fmt::format("{} ({} reused from the cache), {} trainer steps ({} rank-steps){}",
+                   counted(fields.value("trials", 0), "trial"), fields.value("trials_reused", 0),
                    fields.value("steps_executed", 0), fields.value("rank_steps_executed", 0),
                    report.timeline.empty() ? "" : fmt::format(", {:.1f} s", search_s))});
   const json scale = fields.value("min_scale", json());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/text.hpp"
 #include "common/version.hpp"
 #include "report/html_text.hpp"
 #include "report/plot_data.hpp"
@@ -136,8 +137,9 @@ std::string render_html(const Report& report) {
   if (finding) {
     html += card("Config culprit", config_diff_html(report), "wide");
     if (!report.timeline.empty())
-      html += card(fmt::format("The search: {} trials", report.timeline.size()),
-                   timeline_html(report.timeline), "wide");
+      html +=
+          card("The search: " + counted(static_cast<long long>(report.timeline.size()), "trial"),
+               timeline_html(report.timeline), "wide");
   }
   html += "<div class=\"grid\">";
   html += card(finding ? "Cost" : "Run", facts_list(report.summary));

@@ -90,5 +90,11 @@ TEST(Text, OptionNamedByAKeyIsTheOneWhoseWordsAllAppearInIt) {
   EXPECT_EQ(option_named_by("STEP_TIMEOUT", options), "--step-timeout");  // case folds
 }
 
+TEST(Text, CountedSaysOneTrialAndTwoTrials) {
+  EXPECT_EQ(counted(1, "trial"), "1 trial");
+  EXPECT_EQ(counted(0, "trial"), "0 trials");
+  EXPECT_EQ(counted(13, "trial"), "13 trials");
+}
+
 }  // namespace
 }  // namespace faultline
