@@ -79,11 +79,10 @@ class SlurmTrial : public RunningTrial {
     launched_ = std::chrono::system_clock::now();
     if (ranks.empty()) throw InfraError("a Slurm trial needs at least one rank");
     for (const auto& rank : ranks)
-      if (rank.argv.empty() || rank.argv != ranks[0].argv || rank.log_records)
+      if (rank.argv.empty() || rank.argv != ranks[0].argv)
         throw InfraError(
-            "the slurm launcher starts one process per rank, the same command each, reading "
-            "FAULTLINE_METRICS: a trainer whose launcher starts its own ranks (ranks_from) or "
-            "whose records come from its log is not supported on Slurm");
+            "the slurm launcher starts one process per rank, the same command each: a trainer "
+            "whose launcher starts its own ranks (ranks_from) is not supported on Slurm");
     out_dir_ = fs::path(ranks[0].metrics_path).parent_path().string();
     for (const auto& rank : ranks) {
       if (rank.metrics_path != metrics_path(rank.rank) || rank.log_path != log_path(rank.rank))

@@ -1,7 +1,7 @@
 // End-to-end on a real Slurm cluster (scripts/slurm-local.sh: 4 virtual nodes on this host):
 // smoke and isolate with --launcher slurm, each trial an sbatch job (or an srun step inside
 // salloc); a hung task is a hang and its job is cancelled; --jobs 2 finds what --jobs 1 does; a
-// task that dies after training ended is a warning.
+// task that dies after training ended is a warning; a log-only script runs there too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +18,7 @@ namespace {
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
 const std::string kHelper = FAULTLINE_SOURCE_DIR "/examples/pytorch/train.toml";
+const std::string kLogOnly = FAULTLINE_SOURCE_DIR "/examples/pytorch/log_checkpoints.toml";
 
 Cli on_slurm(std::vector<std::string> args, const std::vector<std::string>& overrides,
              const std::string& dir) {
@@ -143,6 +144,21 @@ TEST(Slurm, APythonTaskThatDiesAsItShutsDownAfterTrainingIsAWarning) {
   EXPECT_EQ(failure.at("rank"), 1);
   EXPECT_EQ(failure.at("severity"), "warning");
   EXPECT_THAT(failure.at("detail").get<std::string>(), HasSubstr("died of SIGABRT"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
+// A script that knows nothing of faultline: its records are the lines srun writes to each
+// task's log (rank0.log), its checkpoints the ones it prints there.
+TEST(Slurm, ALogOnlyScriptIsIsolatedFromTheLinesItsTaskPrints) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-log-only");
+  auto cli = on_slurm({"isolate", "-c", kLogOnly},
+                      {"train.steps=40", "fault.nan_step=25", "launcher.nodes=1"}, dir);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "nonfinite") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("step"), 25);
+  EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 1) << cli.doc.dump();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/runs/run-1/job.sh")) << "an sbatch job";
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }
 
