@@ -4,11 +4,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "common/event_names.hpp"
 #include "common/text.hpp"
+#include "harness/contract/trainer_contract.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
@@ -34,18 +36,44 @@ std::string first_failure(const store::RunInfo& run) {
   return text;
 }
 
-// "2 ranks · steps 9..12 · 50% of the data": the shape of the trial a run was.
-std::string trial_shape(const store::Store& store, const store::RunInfo& run) {
-  int64_t from = 0;
+// The step each checkpoint file of these runs was saved at (a file saved over: its last save).
+std::map<std::string, int64_t> saved_steps(const store::Store& store,
+                                           const std::vector<int64_t>& runs) {
+  std::map<std::string, int64_t> steps;
+  for (int64_t run : runs)
+    for (const auto& checkpoint : harness::contract::named_checkpoints(store, run))
+      steps[checkpoint.path] = checkpoint.step;
+  return steps;
+}
+
+// The step a run started after: its resume event's, or, for a log-only trainer (which writes
+// none), the step that saved the checkpoint its trial was given.
+int64_t resumed_from(const store::Store& store, const store::RunInfo& run,
+                     const std::map<std::string, int64_t>& saved) {
   for (const auto& event : store.events(run.id, {kResumeEvent}))
-    if (event.step) from = *event.step;
+    if (event.step) return *event.step;
+  if (const auto trial = store.trial_of_run(run.id)) {
+    const auto spec = json::parse(trial->spec_json, nullptr, false);
+    if (spec.is_object())
+      if (const auto it = saved.find(spec.value("resume", "")); it != saved.end())
+        return it->second;
+  }
+  return 0;
+}
+
+// "2 ranks · steps 9..12 · 50% of the data": the shape of the trial a run was.
+std::string trial_shape(const store::RunInfo& run, int64_t from) {
   std::string text = fmt::format("{} rank{} · steps {}..{}", run.ranks, run.ranks == 1 ? "" : "s",
                                  from + 1, run.steps);
   if (run.data_fraction < 1) text += fmt::format(" · {:g}% of the data", 100 * run.data_fraction);
   return text;
 }
 
-std::vector<TrialRow> timeline_of(const store::Store& store, const json& entries) {
+std::vector<TrialRow> timeline_of(const store::Store& store, const json& entries,
+                                  int64_t failing_run) {
+  std::vector<int64_t> runs = {failing_run};
+  for (const auto& entry : entries) runs.push_back(entry.value("run", int64_t{0}));
+  const auto saved = saved_steps(store, runs);
   std::vector<TrialRow> rows;
   for (const auto& entry : entries) {
     TrialRow row;
@@ -56,7 +84,7 @@ std::vector<TrialRow> timeline_of(const store::Store& store, const json& entries
     row.steps_run = entry.value("steps_run", int64_t{0});
     row.wall_s = entry.value("wall_s", 0.0);
     if (auto run = store.get_run(row.run_id)) {
-      row.tested = trial_shape(store, *run);
+      row.tested = trial_shape(*run, resumed_from(store, *run, saved));
       row.failure = first_failure(*run);
     }
     rows.push_back(std::move(row));
@@ -196,7 +224,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
 
   if (info->search_id)
     if (auto search = store.get_search(*info->search_id))
-      report.timeline = timeline_of(store, harness::stored_timeline(*search));
+      report.timeline = timeline_of(store, harness::stored_timeline(*search), failing_run);
   double search_s = 0;
   for (const auto& trial : report.timeline) search_s += trial.wall_s;
   report.summary.push_back(

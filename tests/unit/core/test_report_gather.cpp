@@ -134,6 +134,39 @@ TEST(ReportGather, AFindingHasItsLocationTimelineBaselineAndReferenceBand) {
   EXPECT_EQ(loss.series[3].role, SeriesRole::BandHigh);
 }
 
+// A log-only trainer writes no resume event: its replay's first step is the step that saved
+// the checkpoint its trial was given, as the failing run's checkpoint lines said.
+TEST(ReportGather, ALogOnlyReplayFromACheckpointShowsTheStepsItRanNotOneToItsEnd) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"nonfinite", 9, 0, ""}}, 9, 9);
+  const std::string saved = dir.file("ckpt_000006.pt");
+  store.add_events(failing, {{0, 1.0, "checkpoint", 3,
+                              json{{"step", 3}, {"path", dir.file("ckpt_000003.pt")}}.dump()},
+                             {0, 2.0, "checkpoint", 6, json{{"step", 6}, {"path", saved}}.dump()}});
+  const int64_t replay = stored_run(store, {{"nonfinite", 9, 0, ""}}, 9, 9);
+  store.put_trial("h1", json{{"resume", saved}, {"ranks", 1}}.dump(), "{}", replay);
+  const int64_t fresh = stored_run(store, {}, 5);
+  store.put_trial("h2", json{{"resume", ""}, {"ranks", 1}}.dump(), "{}", fresh);
+  const json timeline = json::array(
+      {{{"phase", "reproduce"}, {"run", replay}, {"verdict", "fail"}, {"steps_run", 3}},
+       {{"phase", "determinism"}, {"run", fresh}, {"verdict", "pass"}, {"steps_run", 5}}});
+  const int64_t search = store.create_search("isolate", json{{"timeline", timeline}}.dump());
+  store::FindingInfo info;
+  info.kind = "nonfinite";
+  info.fields_json = json{{"kind", "nonfinite"},
+                          {"step", 9},
+                          {"evidence_run", replay},
+                          {"evidence", {{"failing_run", failing}}}}
+                         .dump();
+  info.repro_json = json{{"argv", {"train.py"}}}.dump();
+  info.search_id = search;
+  const Report report = gather_finding(store, store.add_finding(info), {});
+  ASSERT_EQ(report.timeline.size(), 2u);
+  EXPECT_EQ(report.timeline[0].tested, "1 rank · steps 7..9");
+  EXPECT_EQ(report.timeline[1].tested, "1 rank · steps 1..5");
+}
+
 TEST(ReportGather, AReferenceBandIsOfEachRunsLowestRankWhateverOrderItsRanksWereStoredIn) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
