@@ -331,6 +331,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
     if (auto regression =
             regression_against(store, result.run_id, request.reference, request.thresholds))
       result.failures.push_back(*regression);
+    detectors::order_for_report(result.failures);
     result.malformed = sink.malformed();
     result.verdict = detectors::any_failing(result.failures) ? Verdict::Fail : Verdict::Pass;
     info.status = store::RunStatus::Finished;

@@ -279,6 +279,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     if (auto regression =
             regression_against(store_, outcome.run_id, options_.reference, options_.thresholds))
       outcome.failures.push_back(*regression);
+  detectors::order_for_report(outcome.failures);
   if (auto rate = judge.tokens_per_s()) outcome.tokens_per_s = *rate;
   auto summary = store_.summarize(outcome.run_id);
   if (summary.ranks > 0) outcome.steps_run = summary.steps / summary.ranks;

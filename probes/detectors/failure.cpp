@@ -19,6 +19,14 @@ bool any_failing(const std::vector<Failure>& failures) {
   return false;
 }
 
+void order_for_report(std::vector<Failure>& failures) {
+  auto key = [](const Failure& f) {
+    return std::make_tuple(severity(f.kind) == Severity::Warning, step_order(f.step), f.kind);
+  };
+  std::stable_sort(failures.begin(), failures.end(),
+                   [&](const Failure& a, const Failure& b) { return key(a) < key(b); });
+}
+
 bool is_fatal(const Failure& failure) {
   // The trainer halts on both itself; the harness should not wait for the records to stop.
   return failure.kind == FailureKind::Nonfinite || failure.kind == FailureKind::Data;

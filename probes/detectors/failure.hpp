@@ -35,6 +35,11 @@ inline bool spans_steps(const Failure& failure) {
 // Whether any of `failures` fails the run (a warning alone does not).
 bool any_failing(const std::vector<Failure>& failures);
 
+// A run's failures in the order it is reported and stored: what fails the run before warnings,
+// each by step (whole-run ones last), then kind. The first is what a run "failed with": a log
+// that ends after a NaN is the NaN at step 150, then the stop at 151, not the other way round.
+void order_for_report(std::vector<Failure>& failures);
+
 // Failures after which the run's remaining steps prove nothing: the harness may stop the trial.
 bool is_fatal(const Failure& failure);
 
