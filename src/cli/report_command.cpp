@@ -49,20 +49,27 @@ void write_file(const std::string& path, const std::string& text, const std::str
                     "check that the folder exists and is writable");
 }
 
+// "-" is stdout, as for most tools that write a file (`--md - | less`).
+void write_output(const std::string& path, const std::string& text, const std::string& option) {
+  if (path == "-") {
+    fmt::print("{}", text);
+    return;
+  }
+  write_file(path, text, option);
+  fmt::print(stderr, "faultline report: wrote {}\n", path);  // stdout may be the other report
+}
+
 void run_report(const ReportArgs& args) {
+  if (args.html == "-" && args.markdown == "-")
+    throw UserError("--html and --md both write to stdout", "--html -, --md -",
+                    "give one of them a file");
   const auto store = open_existing_store(args.context.db);
   const auto report = gather(store, args);
-  if (!args.html.empty()) {
-    write_file(args.html, report::render_html(report), "--html");
-    fmt::print("faultline report: wrote {}\n", args.html);
-  }
-  if (!args.markdown.empty()) {
-    write_file(args.markdown, report::render_markdown(report), "--md");
-    fmt::print("faultline report: wrote {}\n", args.markdown);
-  }
+  if (!args.html.empty()) write_output(args.html, report::render_html(report), "--html");
+  if (!args.markdown.empty()) write_output(args.markdown, report::render_markdown(report), "--md");
   if (!args.png.empty()) {
     report::write_plot_png(report::render_html(report), args.png);
-    fmt::print("faultline report: wrote {}\n", args.png);
+    fmt::print(stderr, "faultline report: wrote {}\n", args.png);
   }
   if (args.html.empty() && args.markdown.empty() && args.png.empty())
     fmt::print("{}", report::render_markdown(report));
@@ -76,8 +83,8 @@ void add_report_command(CLI::App& app, int& exit_code) {
       "report", "a finding or a run as a self-contained HTML page with plots, or as Markdown");
   report->add_option("FINDING|RUN", args->subject, "finding id such as F3, or a run id")
       ->required();
-  report->add_option("--html", args->html, "write the HTML page here");
-  report->add_option("--md", args->markdown, "write the Markdown here");
+  report->add_option("--html", args->html, "write the HTML page here (-: stdout)");
+  report->add_option("--md", args->markdown, "write the Markdown here (-: stdout)");
   report->add_option("--png", args->png,
                      "write the loss plot as a PNG (drawn by a headless Chromium, when installed)");
   report->add_option("--reference", args->reference,

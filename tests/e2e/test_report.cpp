@@ -66,6 +66,22 @@ TEST_F(Report, TheFailingRunIsReportedWithItsFailures) {
   EXPECT_THAT(cli.result.output, HasSubstr("faultline isolate --run " + std::to_string(run)));
 }
 
+// `--md -` is stdout, and only the Markdown goes there: the other file's line is on stderr.
+TEST_F(Report, DashIsStdoutForTheMarkdownWhileTheHtmlGoesToItsFile) {
+  const std::string html = dir_ + "/dash.html";
+  const std::string command = "cd " + dir_ + " && " + FAULTLINE_BIN +
+                              " report F1 --db faultline.db --html " + html + " --md - 2>/dev/null";
+  const auto shell = run_process({{"/bin/sh", "-c", command}, {}, 60});
+  ASSERT_EQ(shell.exit_code, 0) << shell.output;
+  EXPECT_EQ(shell.output.rfind("### faultline · Finding F1", 0), 0u) << shell.output;
+  EXPECT_THAT(shell.output, Not(HasSubstr("wrote")));
+  EXPECT_THAT(read_text(html), HasSubstr("<!doctype html>"));
+  EXPECT_FALSE(std::ifstream(dir_ + "/-").good()) << "no file named '-'";
+  auto both = faultline_cli({"report", "F1", "--md", "-", "--html", "-"}, dir_);
+  EXPECT_EQ(both.result.exit_code, 2);
+  EXPECT_THAT(both.result.output, HasSubstr("--html and --md both write to stdout"));
+}
+
 TEST_F(Report, UnknownSubjectsAreUsageErrors) {
   auto missing = faultline_cli({"report", "F9"}, dir_);
   EXPECT_EQ(missing.result.exit_code, 2);
