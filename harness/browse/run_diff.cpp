@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <tuple>
 
@@ -81,6 +82,48 @@ std::optional<RecordDifference> first_difference(std::vector<StepRecord> a,
     ++j;
   }
   return std::nullopt;
+}
+
+namespace {
+
+std::optional<StepSpan> span_of(const std::vector<StepRecord>& records) {
+  if (records.empty()) return std::nullopt;
+  const auto [low, high] =
+      std::minmax_element(records.begin(), records.end(),
+                          [](const StepRecord& x, const StepRecord& y) { return x.step < y.step; });
+  return StepSpan{low->step, high->step};
+}
+
+std::vector<StepRecord> within(const std::vector<StepRecord>& records, const StepSpan& span) {
+  std::vector<StepRecord> kept;
+  std::copy_if(records.begin(), records.end(), std::back_inserter(kept),
+               [&](const StepRecord& r) { return r.step >= span.first && r.step <= span.last; });
+  return kept;
+}
+
+}  // namespace
+
+RecordComparison compare_records(const std::vector<StepRecord>& a,
+                                 const std::vector<StepRecord>& b) {
+  RecordComparison comparison;
+  comparison.a = span_of(a);
+  comparison.b = span_of(b);
+  if (!comparison.a || !comparison.b) return comparison;
+  const StepSpan common{std::max(comparison.a->first, comparison.b->first),
+                        std::min(comparison.a->last, comparison.b->last)};
+  if (common.first > common.last) return comparison;
+  comparison.common = common;
+  auto kept_a = within(a, common);
+  comparison.compared = static_cast<int64_t>(kept_a.size());
+  comparison.difference = first_difference(std::move(kept_a), within(b, common));
+  return comparison;
+}
+
+std::vector<StepSpan> outside(const StepSpan& span, const StepSpan& common) {
+  std::vector<StepSpan> parts;
+  if (span.first < common.first) parts.push_back({span.first, common.first - 1});
+  if (span.last > common.last) parts.push_back({common.last + 1, span.last});
+  return parts;
 }
 
 }  // namespace faultline::harness

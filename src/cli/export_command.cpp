@@ -2,6 +2,7 @@
 // Lines) and `faultline diff RUN RUN` (config keys and the first differing step record).
 #include <fmt/core.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -109,11 +110,25 @@ void run_export(const ExportArgs& args) {
   write_export(store, args, file);
 }
 
+json span_json(const std::optional<harness::StepSpan>& span) {
+  return span ? json{span->first, span->last} : json();
+}
+
+// "run 9 also has steps 1..100": what one run has beyond the steps compared.
+std::string beyond(int64_t id, const harness::StepSpan& span, const harness::StepSpan& common) {
+  std::vector<std::string> parts;
+  for (const auto& part : harness::outside(span, common))
+    parts.push_back(fmt::format("{}..{}", part.first, part.last));
+  return parts.empty() ? ""
+                       : fmt::format("; run {} also has steps {}", id, fmt::join(parts, " and "));
+}
+
 void run_diff(const RunContextOptions& context, const std::string& a_id, const std::string& b_id) {
   auto store = open_existing_store(context.db);
   const auto a = load_run(store, a_id), b = load_run(store, b_id);
   const auto changes = harness::config_changes(a.config, b.config);
-  const auto difference = harness::first_difference(store.steps(a.id), store.steps(b.id));
+  const auto records = harness::compare_records(store.steps(a.id), store.steps(b.id));
+  const auto& difference = records.difference;
   if (context.json) {
     json keys = json::array();
     for (const auto& change : changes)
@@ -126,9 +141,15 @@ void run_diff(const RunContextOptions& context, const std::string& a_id, const s
                                    {"a", difference->a},
                                    {"b", difference->b}}
                             : json();
-    fmt::print(
-        "{}\n",
-        json{{"a", a.id}, {"b", b.id}, {"config", keys}, {"first_difference", first}}.dump());
+    fmt::print("{}\n", json{{"a", a.id},
+                            {"b", b.id},
+                            {"config", keys},
+                            {"a_steps", span_json(records.a)},
+                            {"b_steps", span_json(records.b)},
+                            {"compared_steps", span_json(records.common)},
+                            {"compared_records", records.compared},
+                            {"first_difference", first}}
+                           .dump());
     return;
   }
   fmt::print("run {} -> run {}\n", a.id, b.id);
@@ -136,13 +157,24 @@ void run_diff(const RunContextOptions& context, const std::string& a_id, const s
   for (const auto& change : changes)
     fmt::print("  config:   {}: {} -> {}\n", change.key, change.a.value_or("(absent)"),
                change.b.value_or("(absent)"));
-  if (!difference) {
-    fmt::print("  records:  every step record the same ({} compared)\n",
-               store.summarize(a.id).steps);
+  if (!records.common) {
+    auto steps = [](const std::optional<harness::StepSpan>& span) {
+      return span ? fmt::format("steps {}..{}", span->first, span->last) : std::string("none");
+    };
+    fmt::print("  records:  no step in common (run {}: {}; run {}: {})\n", a.id, steps(records.a),
+               b.id, steps(records.b));
     return;
   }
-  fmt::print("  records:  first differ at step {} rank {}: {} {} -> {}\n", difference->step,
-             difference->rank, difference->field, difference->a, difference->b);
+  const auto& common = *records.common;
+  const std::string rest = beyond(a.id, *records.a, common) + beyond(b.id, *records.b, common);
+  if (!difference) {
+    fmt::print("  records:  steps {}..{}: every step record the same ({} compared){}\n",
+               common.first, common.last, records.compared, rest);
+    return;
+  }
+  fmt::print("  records:  steps {}..{}: first differ at step {} rank {}: {} {} -> {}{}\n",
+             common.first, common.last, difference->step, difference->rank, difference->field,
+             difference->a, difference->b, rest);
 }
 
 }  // namespace

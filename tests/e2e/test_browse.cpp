@@ -177,14 +177,24 @@ TEST(Browse, DiffOfTwoRunsNamesTheChangedKeyAndTheFirstStepThatDiffers) {
   auto diff = faultline_cli({"diff", "1", "2"}, dir);
   ASSERT_EQ(diff.result.exit_code, 0) << diff.result.output;
   EXPECT_THAT(diff.result.output, HasSubstr("config:   optim.lr: 0.01 -> 0.02"));
-  EXPECT_THAT(diff.result.output, HasSubstr("records:  first differ at step 1 rank 0: lr "));
+  EXPECT_THAT(diff.result.output, HasSubstr("records:  steps 1..6: first differ at step 1 rank 0: lr "));
   auto doc = faultline_cli({"diff", "1", "2", "--json"}, dir);
   ASSERT_EQ(doc.doc.at("config").size(), 1u) << doc.result.output;
   EXPECT_EQ(doc.doc.at("config").at(0).at("key"), "optim.lr");
   EXPECT_EQ(doc.doc.at("first_difference").at("step"), 1);
   auto same = faultline_cli({"diff", "1", "3"}, dir);
   EXPECT_THAT(same.result.output, HasSubstr("config:   the same"));
-  EXPECT_THAT(same.result.output, HasSubstr("every step record the same (6 compared)"));
+  EXPECT_THAT(same.result.output, HasSubstr("steps 1..6: every step record the same (6 compared)"));
+  // A prefix of the run is compared over the steps it has, not called different at step 4.
+  ASSERT_EQ(train(dir, {"train.steps=6", "train.stop_after=3"}).result.exit_code, 0);
+  auto prefix = faultline_cli({"diff", "1", "4"}, dir);
+  EXPECT_THAT(prefix.result.output,
+              HasSubstr("records:  steps 1..3: every step record the same (3 compared); run 1 "
+                        "also has steps 4..6"));
+  auto prefix_doc = faultline_cli({"diff", "1", "4", "--json"}, dir);
+  EXPECT_EQ(prefix_doc.doc.at("compared_steps"), nlohmann::json::array({1, 3}));
+  EXPECT_EQ(prefix_doc.doc.at("a_steps"), nlohmann::json::array({1, 6}));
+  EXPECT_TRUE(prefix_doc.doc.at("first_difference").is_null());
 }
 
 TEST(Browse, GcKeepsWhatAFindingsReproNeedsAndReproStillWorks) {

@@ -72,5 +72,47 @@ TEST(RunDiff, ARecordOnlyOneRunHasIsADifference) {
   EXPECT_EQ(first_difference(b, a)->a, "-");
 }
 
+// A replay from the checkpoint of step 2 against the run it came from: compared over steps 3..4,
+// the steps both have; the run's steps 1..2 are beyond, not a difference.
+TEST(RunDiff, RecordsAreComparedOverTheStepsBothRunsHave) {
+  std::vector<StepRecord> run = {record(0, 1, 4.0), record(0, 2, 3.5), record(0, 3, 3.0),
+                                 record(0, 4, 2.5)};
+  std::vector<StepRecord> replay = {record(0, 3, 3.0), record(0, 4, 2.5)};
+  auto same = compare_records(run, replay);
+  EXPECT_EQ(same.a, (StepSpan{1, 4}));
+  EXPECT_EQ(same.b, (StepSpan{3, 4}));
+  EXPECT_EQ(same.common, (StepSpan{3, 4}));
+  EXPECT_EQ(same.compared, 2);
+  EXPECT_FALSE(same.difference.has_value());
+  EXPECT_EQ(outside(*same.a, *same.common), (std::vector<StepSpan>{{1, 2}}));
+  EXPECT_TRUE(outside(*same.b, *same.common).empty());
+
+  replay[1].loss = 9;
+  auto differs = compare_records(run, replay);
+  ASSERT_TRUE(differs.difference.has_value());
+  EXPECT_EQ(differs.difference->step, 4);
+  EXPECT_EQ(differs.difference->field, "loss");
+
+  // A middle part: a run of steps 1..9 against one of 4..6 has parts on both sides.
+  EXPECT_EQ(outside({1, 9}, {4, 6}), (std::vector<StepSpan>{{1, 3}, {7, 9}}));
+  // No step in common, or no records at all.
+  EXPECT_FALSE(compare_records({record(0, 1, 4.0)}, {record(0, 5, 2.0)}).common.has_value());
+  const auto empty = compare_records(run, {});
+  EXPECT_FALSE(empty.b.has_value());
+  EXPECT_FALSE(empty.common.has_value());
+}
+
+// Inside the steps both have, a record only one run has (a rank's) is still a difference.
+TEST(RunDiff, ARanksMissingRecordInsideTheCommonStepsIsADifference) {
+  std::vector<StepRecord> a = {record(0, 1, 4.0), record(1, 1, 4.0), record(0, 2, 3.5),
+                               record(1, 2, 3.5)};
+  std::vector<StepRecord> b = {record(0, 1, 4.0), record(1, 1, 4.0), record(0, 2, 3.5)};
+  const auto comparison = compare_records(a, b);
+  ASSERT_TRUE(comparison.difference.has_value());
+  EXPECT_EQ(comparison.difference->step, 2);
+  EXPECT_EQ(comparison.difference->rank, 1);
+  EXPECT_EQ(comparison.difference->field, "record");
+}
+
 }  // namespace
 }  // namespace faultline::harness
