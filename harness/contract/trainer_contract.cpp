@@ -76,12 +76,45 @@ bool TrainerContract::can(Capability capability) const {
   return std::find(provides.begin(), provides.end(), capability) != provides.end();
 }
 
+namespace {
+
+// Only the metrics protocol carries these: a log-only trainer's records are its printed lines.
+bool needs_protocol(Capability capability) {
+  return capability == Capability::FullProbes || capability == Capability::Fingerprints ||
+         capability == Capability::ReplaySamples || capability == Capability::ReplicaMode;
+}
+
+// The [trainer] keys that give a capability: the ask's own key where there is one, else provides.
+std::string keys_giving(Capability capability, RecordSource records) {
+  switch (capability) {
+    case Capability::Resume:
+      return "trainer.resume";
+    case Capability::Prefix:
+      return "trainer.stop_after";
+    case Capability::Checkpoints:
+      return records == RecordSource::Log ? "trainer.checkpoint_every and trainer.checkpoint_regex"
+                                          : "trainer.checkpoint_every or trainer.provides";
+    case Capability::DataFraction:
+      return "trainer.data_fraction_key";
+    default:
+      return "trainer.provides";
+  }
+}
+
+}  // namespace
+
 std::string TrainerContract::skipped(const std::string& axis, Capability capability) const {
-  return "skipped " + axis + ": it needs the trainer capability '" + to_string(capability) +
-         "', which " + name() + " does not declare" +
-         (command_ ? " (trainer.provides in " +
-                         (declared_in_.empty() ? command_->source : declared_in_) + ")"
-                   : "");
+  const std::string needs =
+      "skipped " + axis + ": it needs the trainer capability '" + to_string(capability) + "', ";
+  if (!command_) return needs + "which " + name() + " does not declare";
+  const std::string recipe = declared_in_.empty() ? command_->source : declared_in_;
+  if (command_->records == RecordSource::Log && needs_protocol(capability))
+    return needs + "which " + name() +
+           " cannot have: a log-only trainer's records are the lines it prints (records = "
+           "\"protocol\" with probes/python/faultline_probe.py gives it, in " +
+           recipe + ")";
+  return needs + "which " + name() + " does not declare (" +
+         keys_giving(capability, command_->records) + " in " + recipe + ")";
 }
 
 TrainerContract TrainerContract::declared_in(const std::string& recipe) const {

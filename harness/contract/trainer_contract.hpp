@@ -59,7 +59,7 @@ class TrainerContract {
 
   bool can(Capability capability) const;
   // "skipped <axis>: it needs the trainer capability '<capability>', which ... does not declare
-  // (trainer.provides in <recipe>)".
+  // (<the [trainer] key that gives it> in <recipe>)"; a log-only trainer cannot have probes.
   std::string skipped(const std::string& axis, Capability capability) const;
   // The same contract, its messages naming `recipe` as where the trainer is declared: a stored
   // run's trials read a copy of its config, and the file to edit is the run's own recipe.

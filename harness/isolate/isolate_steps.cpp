@@ -131,10 +131,7 @@ StepLocation locate_step(Context& context, const TrialSpec& local_spec, const Ou
   if (!context.trainer.can(contract::Capability::FullProbes)) {
     // The step is the one its records show; inside it, nothing can be asked.
     context.skip(context.trainer.skipped("the phase and module inside the step",
-                                         contract::Capability::FullProbes) +
-                 (context.trainer.records() == contract::RecordSource::Log
-                      ? " (a log-only trainer's records are the lines it prints: no probes)"
-                      : ""));
+                                         contract::Capability::FullProbes));
     if (auto anomaly = any_anomaly(context.store, local.run_id, failure.step))
       take(location, *anomaly);
     location.detail = failure.detail;

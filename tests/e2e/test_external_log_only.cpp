@@ -195,7 +195,7 @@ TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheck
   EXPECT_EQ(finding.value("steps_executed", 0), 50) << finding.dump();  // no probes to replay
   // What the script does not declare is to be declared in its recipe, not the trials' copy.
   EXPECT_THAT(finding.value("skipped", nlohmann::json()).dump(),
-              HasSubstr("does not declare (trainer.provides in " + recipe + ")"));
+              HasSubstr("does not declare (trainer.data_fraction_key in " + recipe + ")"));
   // The command to paste writes its checkpoints to a folder of its own, and asks only for what
   // the script declares (no full probes).
   const std::string pasted = finding.value("repro", nlohmann::json()).dump();

@@ -86,12 +86,26 @@ TEST(TrainerContract, ACommandTrainersCopyNamesTheRecipeToEditAndItsCheckpointKe
   const auto trainer = TrainerContract::of(copy);
   EXPECT_EQ(trainer.checkpoint_every_key(), "faultline.checkpoint_every");
   EXPECT_EQ(TrainerContract::bundled().checkpoint_every_key(), "train.checkpoint_every");
+  // Each note names the key that would give the capability, in the recipe to edit.
   const std::string tail =
-      "which the trainer 'python3 train.py' does not declare (trainer.provides in ";
+      "which the trainer 'python3 train.py' does not declare (trainer.resume in ";
   EXPECT_NE(trainer.skipped("x", Capability::Resume).find(tail + copy + ")"), std::string::npos);
   const auto named = trainer.declared_in("/jobs/my.toml");
   EXPECT_NE(named.skipped("x", Capability::Resume).find(tail + "/jobs/my.toml)"), std::string::npos)
       << named.skipped("x", Capability::Resume);
+  EXPECT_EQ(named.skipped("scale: data", Capability::DataFraction),
+            "skipped scale: data: it needs the trainer capability 'data_fraction', which the "
+            "trainer 'python3 train.py' does not declare (trainer.data_fraction_key in "
+            "/jobs/my.toml)");
+  EXPECT_NE(named.skipped("x", Capability::Checkpoints)
+                .find("(trainer.checkpoint_every and trainer.checkpoint_regex in /jobs/my.toml)"),
+            std::string::npos);
+  // A log-only trainer cannot declare probes at all: the note says what would give them.
+  EXPECT_EQ(named.skipped("samples", Capability::ReplaySamples),
+            "skipped samples: it needs the trainer capability 'replay_samples', which the trainer "
+            "'python3 train.py' cannot have: a log-only trainer's records are the lines it prints "
+            "(records = \"protocol\" with probes/python/faultline_probe.py gives it, in "
+            "/jobs/my.toml)");
   EXPECT_EQ(named.checkpoint_every(TrialSpec{}, 5).overrides,
             std::vector<std::string>{"faultline.checkpoint_every=5"});
 }
