@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -152,8 +153,9 @@ int run_import(const ImportArgs& args) {
           path, fmt::join(steps, ", "), steps.back());
     if (!result.earlier_imports.empty())
       fmt::print(
-          "  note: this directory was imported before, as run(s) {}; they are kept, and `isolate "
+          "  note: this {} was imported before, as run(s) {}; they are kept, and `isolate "
           "--run {}` uses this one\n",
+          std::filesystem::is_directory(args.dir) ? "directory" : "log",
           fmt::join(result.earlier_imports, ", "), result.run_id);
     if (result.config == harness::ImportedConfig::Foreign)
       print_foreign_note(result, args.dir);

@@ -193,6 +193,10 @@ TEST(ExternalTrainer, ALogOnlyJobsLogIsImportedAndIsolatedFromTheScriptsOwnCheck
       dir, std::to_string(imported.doc.at("run_id").get<int64_t>()));
   EXPECT_EQ(finding.value("kind", ""), "nonfinite");
   EXPECT_EQ(finding.value("steps_executed", 0), 50) << finding.dump();  // no probes to replay
+  auto again = faultline_cli(with_sets({"import", job + "/train.log", "-c", recipe},
+                                       {"train.steps=200", "fault.nan_step=150"}),
+                             dir);
+  EXPECT_THAT(again.result.output, HasSubstr("note: this log was imported before, as run(s) "));
   // What the script does not declare is to be declared in its recipe, not the trials' copy.
   EXPECT_THAT(finding.value("skipped", nlohmann::json()).dump(),
               HasSubstr("does not declare (trainer.data_fraction_key in " + recipe + ")"));
