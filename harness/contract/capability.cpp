@@ -43,4 +43,9 @@ const std::vector<Capability>& all_capabilities() {
   return all;
 }
 
+bool needs_metrics_protocol(Capability capability) {
+  return capability == Capability::FullProbes || capability == Capability::Fingerprints ||
+         capability == Capability::ReplaySamples || capability == Capability::ReplicaMode;
+}
+
 }  // namespace faultline::harness::contract

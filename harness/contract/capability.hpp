@@ -25,5 +25,8 @@ std::optional<Capability> parse_capability(const std::string& name);
 std::vector<std::string> capability_names();
 // Every capability (what faultline-train and a script using faultline_probe.py provide).
 const std::vector<Capability>& all_capabilities();
+// Carried only by the metrics protocol (probes, sample replays, replicas, fingerprints): a
+// log-only trainer's records are the lines it prints, so it cannot have these.
+bool needs_metrics_protocol(Capability capability);
 
 }  // namespace faultline::harness::contract

@@ -128,10 +128,8 @@ CommandTrainer parse_command_trainer(const ConfigSource& source, ErrorList& erro
     if (trainer.log_regex.empty())
       errors.add("records = \"log\" needs a log_regex", where("trainer.records", source),
                  "log_regex = 'step (?P<step>\\d+) .*loss (?P<loss>\\S+)'");
-    for (auto capability : {Capability::FullProbes, Capability::Fingerprints,
-                            Capability::ReplaySamples, Capability::ReplicaMode})
-      if (std::find(trainer.provides.begin(), trainer.provides.end(), capability) !=
-          trainer.provides.end())
+    for (auto capability : trainer.provides)
+      if (needs_metrics_protocol(capability))
         errors.add(std::string("records = \"log\" cannot carry '") + to_string(capability) + "'",
                    where("trainer.provides", source),
                    "probes and fingerprints need the metrics protocol: records = \"protocol\" "

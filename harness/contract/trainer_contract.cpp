@@ -78,12 +78,6 @@ bool TrainerContract::can(Capability capability) const {
 
 namespace {
 
-// Only the metrics protocol carries these: a log-only trainer's records are its printed lines.
-bool needs_protocol(Capability capability) {
-  return capability == Capability::FullProbes || capability == Capability::Fingerprints ||
-         capability == Capability::ReplaySamples || capability == Capability::ReplicaMode;
-}
-
 // The [trainer] keys that give a capability: the ask's own key where there is one, else provides.
 std::string keys_giving(Capability capability, RecordSource records) {
   switch (capability) {
@@ -108,7 +102,7 @@ std::string TrainerContract::skipped(const std::string& axis, Capability capabil
       "skipped " + axis + ": it needs the trainer capability '" + to_string(capability) + "', ";
   if (!command_) return needs + "which " + name() + " does not declare";
   const std::string recipe = declared_in_.empty() ? command_->source : declared_in_;
-  if (command_->records == RecordSource::Log && needs_protocol(capability))
+  if (command_->records == RecordSource::Log && needs_metrics_protocol(capability))
     return needs + "which " + name() +
            " cannot have: a log-only trainer's records are the lines it prints (records = "
            "\"protocol\" with probes/python/faultline_probe.py gives it, in " +
