@@ -21,6 +21,7 @@
 #include "harness/browse/export.hpp"
 #include "harness/browse/gc.hpp"
 #include "harness/browse/run_list.hpp"
+#include "harness/launch/launcher_config.hpp"
 #include "harness/trial/trial.hpp"
 #include "harness/trial/trial_cache.hpp"
 
@@ -75,6 +76,7 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
           {"status", store::to_string(run.status)},
           {"verdict", run.verdict},
           {"origin", harness::to_string(harness::origin_of(run.parent))},
+          {"launcher", run.launcher},  // local, slurm, or import
           {"config_path", run.config_path},
           {"config_hash", run.config_hash},
           {"ranks", run.ranks},
@@ -171,10 +173,11 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   const auto argv = json::parse(run.argv_json, nullptr, false);
   const auto words =
       argv.is_array() ? argv.get<std::vector<std::string>>() : std::vector<std::string>{};
-  fmt::print("run {}: {} ({}, {} rank(s), {} of {} steps, {})\n", run.id,
+  const bool on_slurm = harness::parse_launcher_kind(run.launcher) == harness::LauncherKind::Slurm;
+  fmt::print("run {}: {} ({}, {} rank(s), {} of {} steps, {}{})\n", run.id,
              run.verdict.empty() ? store::to_string(run.status) : run.verdict,
              harness::to_string(harness::origin_of(run.parent)), run.ranks, steps_run(summary),
-             run.steps, duration_text(run));
+             run.steps, duration_text(run), on_slurm ? ", on Slurm" : "");
   fmt::print("  recipe:   {} (config {})\n", run.config_path, run.config_hash);
   const std::string overrides = overrides_of(words);
   fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);

@@ -159,6 +159,7 @@ TEST(Slurm, ALogOnlyScriptIsIsolatedFromTheLinesItsTaskPrints) {
   EXPECT_EQ(cli.doc.at("step"), 25);
   EXPECT_EQ(cli.doc.at("min_scale").at("ranks"), 1) << cli.doc.dump();
   EXPECT_TRUE(std::filesystem::exists(dir + "/runs/run-1/job.sh")) << "an sbatch job";
+  EXPECT_THAT(faultline_cli({"show", "1"}, dir).result.output, HasSubstr(", on Slurm)"));
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }
 
