@@ -15,7 +15,6 @@
 #include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/isolate/repro.hpp"
-#include "harness/launch/local_launcher.hpp"
 
 namespace faultline::cli {
 
@@ -164,10 +163,23 @@ int run_repro(const ReproArgs& args) {
   require_store(args.context.db);
   auto store = open_store(args.context);
   const auto finding = load_finding(store, args.finding);
-  harness::LocalLauncher launcher;
-  // A hang is timed from the replay the finding stands on unless --step-timeout says otherwise.
   RunContextOptions context = args.context;
   const json fields = json::parse(finding.fields_json);
+  // The repro runs where the failing run ran (a Slurm job's GPUs), with its launcher keys.
+  const json failing_run = fields.value("evidence", json()).value("failing_run", json());
+  bool took_runs_launcher = false;
+  const auto launcher_setup =
+      failing_run.is_number_integer()
+          ? launcher_config_of_run(context, store, failing_run.get<int64_t>(), {},
+                                   took_runs_launcher)
+          : launcher_config(context, "", {});
+  if (took_runs_launcher && !args.context.quiet)
+    fmt::print(stderr,
+               "faultline repro: run {} ran on Slurm: the repro does too (--launcher local runs "
+               "it here)\n",
+               failing_run.get<int64_t>());
+  auto launcher = harness::make_launcher(launcher_setup);
+  // A hang is timed from the replay the finding stands on unless --step-timeout says otherwise.
   if (!args.step_timeout_given && fields.value("evidence_run", json()).is_number_integer())
     if (auto timeout = step_timeout_of_run(store, fields["evidence_run"].get<int64_t>()))
       context.step_timeout_s = *timeout;
@@ -175,7 +187,7 @@ int run_repro(const ReproArgs& args) {
   ProgressLine out(progress_style(args.context.quiet), "repro");
   TrialProgress progress(out, StepLines::EveryTenth);
   options.observer = &progress;
-  harness::TrialRunner runner(store, launcher, options);
+  harness::TrialRunner runner(store, *launcher, options);
   harness::TrialCache cache(store, runner, options.trainer, judge_identity(context));
   harness::ReproReport report;
   const auto error_format = args.context.json ? ErrorFormat::Json : ErrorFormat::Text;
@@ -263,6 +275,7 @@ void add_finding_commands(CLI::App& app, int& exit_code) {
                    "the finding's own)")
       ->check(not_negative());
   add_context_options(*repro);
+  add_launcher_option(*repro);
   repro->callback([repro_args, repro, &exit_code] {
     repro_args->step_timeout_given = option_given(*repro, "--step-timeout");
     exit_code = run_repro(*repro_args);

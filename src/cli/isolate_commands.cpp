@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <optional>
 
 #include "cli/error_output.hpp"
 #include "cli/finding_report.hpp"
@@ -100,8 +102,20 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
     throw UserError("nothing to isolate", "-c/--run", "give a failing recipe (-c) or a stored run");
   harness::IsolateRequest request;
   request.failing = failing_spec(args);
+  // A stored run's replays run where it ran: its store is read first. Without one, bad input
+  // is reported before a store is created.
+  std::optional<store::Store> opened;
+  if (args.run > 0) opened.emplace(open_store(args.context));
+  bool took_runs_launcher = false;
   const auto launcher_setup =
-      launcher_config(args.context, request.failing.config_path, args.overrides);
+      opened ? launcher_config_of_run(args.context, *opened, args.run, args.overrides,
+                                      took_runs_launcher)
+             : launcher_config(args.context, request.failing.config_path, args.overrides);
+  if (took_runs_launcher && !args.context.quiet)
+    fmt::print(stderr,
+               "faultline {}: run {} ran on Slurm: its replays do too (--launcher local runs "
+               "them here)\n",
+               command, args.run);
   auto launcher = harness::make_launcher(launcher_setup);
   if (launcher_setup.kind == harness::LauncherKind::Slurm && !request.failing.config_path.empty() &&
       request.failing.hosts.empty() && std::getenv("SLURM_JOB_NODELIST"))
@@ -117,7 +131,8 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   request.scope = scope;
   request.jobs = args.jobs;
 
-  auto store = open_store(args.context);
+  if (!opened) opened.emplace(open_store(args.context));
+  auto& store = *opened;
   RunContextOptions context = args.context;
   if (args.run > 0 && !args.step_timeout_given)
     if (auto timeout = step_timeout_of_run(store, args.run)) context.step_timeout_s = *timeout;

@@ -11,11 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli/gpu_commands.hpp"
 #include "cli/option_checks.hpp"
 #include "common/error.hpp"
 #include "common/resources.hpp"
+#include "common/text.hpp"
 #include "harness/launch/launcher_config.hpp"
 #include "probes/detectors/thresholds.hpp"
 
@@ -100,6 +102,35 @@ void add_launcher_option(CLI::App& command) {
 harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
                                         const std::vector<std::string>& overrides) {
   return harness::load_launcher_config(recipe, overrides, options.launcher);
+}
+
+harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
+                                               const store::Store& store, int64_t run_id,
+                                               const std::vector<std::string>& overrides,
+                                               bool& took_runs_launcher) {
+  took_runs_launcher = false;
+  const auto run = store.get_run(run_id);
+  if (!run) return launcher_config(options, "", overrides);  // the isolate says it is unknown
+  std::vector<std::string> sets;
+  const auto argv = nlohmann::json::parse(run->argv_json, nullptr, false);
+  if (argv.is_array())
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--set" && argv[i + 1].is_string() &&
+          starts_with(argv[i + 1].get<std::string>(), "launcher."))
+        sets.push_back(argv[i + 1].get<std::string>());
+  sets.insert(sets.end(), overrides.begin(), overrides.end());
+  std::error_code error;
+  const std::string recipe =
+      !run->config_path.empty() && std::filesystem::is_regular_file(run->config_path, error)
+          ? run->config_path
+          : "";
+  RunContextOptions chosen = options;
+  if (chosen.launcher.empty() &&
+      harness::parse_launcher_kind(run->launcher) == harness::LauncherKind::Slurm) {
+    chosen.launcher = harness::to_string(harness::LauncherKind::Slurm);
+    took_runs_launcher = true;
+  }
+  return launcher_config(chosen, recipe, sets);
 }
 
 std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,

@@ -46,6 +46,14 @@ void add_launcher_option(CLI::App& command);
 // The launcher section of a run command: --launcher over the recipe's [launcher] (with --set).
 harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
                                         const std::vector<std::string>& overrides);
+// The launcher section of a command that replays stored run `run_id` (isolate --run, bisect
+// --run): its recipe's [launcher] and the launcher keys of its command line, then this command's
+// --set. A run that ran on Slurm replays there unless --launcher says otherwise (on a cluster,
+// where its GPUs are); `took_runs_launcher` says whether that default was taken.
+harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
+                                               const store::Store& store, int64_t run_id,
+                                               const std::vector<std::string>& overrides,
+                                               bool& took_runs_launcher);
 // The launcher of a run command: --launcher over the recipe's [launcher] section (with --set).
 std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& options,
                                                  const std::string& recipe,

@@ -163,6 +163,33 @@ TEST(Slurm, ALogOnlyScriptIsIsolatedFromTheLinesItsTaskPrints) {
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }
 
+// A run that ran on Slurm is replayed there (where a job's GPUs are), with the launcher keys it
+// ran with, unless --launcher says otherwise; its finding's repro too.
+TEST(Slurm, IsolateRunOfARunThatRanOnSlurmReplaysItThere) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-isolate-run");
+  auto failing = on_slurm({"train", "-c", kMicro},
+                          {"train.steps=8", "train.checkpoint_every=2", "fault.nan_step=5",
+                           "fault.nan_layer=blocks.0.mlp", "launcher.exclude=n1"},
+                          dir);
+  ASSERT_EQ(failing.result.exit_code, 1) << failing.result.output;
+  auto isolate = faultline_cli({"isolate", "--run", "1", "--json"}, dir, 400);
+  ASSERT_EQ(isolate.result.exit_code, 0) << isolate.result.output;
+  EXPECT_THAT(
+      isolate.result.output,
+      HasSubstr("run 1 ran on Slurm: its replays do too (--launcher local runs them here)"));
+  EXPECT_EQ(isolate.doc.at("step"), 5) << isolate.doc.dump();
+  // Run 2 is its first replay, from the checkpoint of step 4.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/runs/run-2/job.sh")) << "an sbatch job";
+  EXPECT_THAT(faultline_cli({"show", "2"}, dir).result.output, HasSubstr(", on Slurm)"));
+  // So does the finding's repro.
+  auto repro = faultline_cli({"repro", "F1"}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("run 1 ran on Slurm: the repro does too"));
+  EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
 TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-salloc");
