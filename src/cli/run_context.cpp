@@ -94,9 +94,11 @@ void add_context_options(CLI::App& command) {
 }
 
 void add_launcher_option(CLI::App& command) {
-  command.add_option("--launcher", shared_context().launcher,
-                     "where trials run: local, or slurm (srun steps inside an allocation, else "
-                     "sbatch jobs); default: the recipe's launcher.kind, else local");
+  command.add_option(
+      "--launcher", shared_context().launcher,
+      "where trials run: local, or slurm (srun steps inside an allocation, else "
+      "sbatch jobs); default: the recipe's launcher.kind (a stored run's replays: where it "
+      "ran), else local");
 }
 
 harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
