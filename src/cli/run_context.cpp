@@ -126,11 +126,13 @@ harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
       !run->config_path.empty() && std::filesystem::is_regular_file(run->config_path, error)
           ? run->config_path
           : "";
+  // Where it ran wins over its recipe's kind (it may have been run with --launcher); an import
+  // ran nowhere faultline knows, and its recipe decides.
   RunContextOptions chosen = options;
-  if (chosen.launcher.empty() &&
-      harness::parse_launcher_kind(run->launcher) == harness::LauncherKind::Slurm) {
-    chosen.launcher = harness::to_string(harness::LauncherKind::Slurm);
-    took_runs_launcher = true;
+  if (const auto ran_on = harness::parse_launcher_kind(run->launcher);
+      ran_on && chosen.launcher.empty()) {
+    chosen.launcher = harness::to_string(*ran_on);
+    took_runs_launcher = *ran_on == harness::LauncherKind::Slurm;
   }
   return launcher_config(chosen, recipe, sets);
 }

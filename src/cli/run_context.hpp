@@ -48,8 +48,8 @@ harness::LauncherConfig launcher_config(const RunContextOptions& options, const 
                                         const std::vector<std::string>& overrides);
 // The launcher section of a command that replays stored run `run_id` (isolate --run, bisect
 // --run): its recipe's [launcher] and the launcher keys of its command line, then this command's
-// --set. A run that ran on Slurm replays there unless --launcher says otherwise (on a cluster,
-// where its GPUs are); `took_runs_launcher` says whether that default was taken.
+// --set. It replays where it ran (a run on Slurm, on the cluster where its GPUs are) unless
+// --launcher says otherwise; `took_runs_launcher` says whether Slurm was so chosen.
 harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
                                                const store::Store& store, int64_t run_id,
                                                const std::vector<std::string>& overrides,
