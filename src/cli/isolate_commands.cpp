@@ -12,7 +12,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <optional>
 
 #include "cli/error_output.hpp"
 #include "cli/finding_report.hpp"
