@@ -81,7 +81,9 @@ TEST(Anywhere, InstalledFaultlineRunsSmokeIsolateAndReproFromAnEmptyDirectory) {
                               "fault.nan_layer=blocks.1.mlp", "--json"}));
   ASSERT_EQ(isolate.result.exit_code, 0) << isolate.result.output;
   EXPECT_EQ(isolate.doc.at("step"), 12);
-  EXPECT_EQ(isolate.doc.at("where"), "blocks.1.mlp");
+  // Once (1 of ~60 runs, beside other tests) the module came back null: the whole output says
+  // which phase gave up if it happens again.
+  EXPECT_EQ(isolate.doc.at("where"), "blocks.1.mlp") << isolate.result.output;
   EXPECT_EQ(isolate.doc.at("repro").at(0), installed_prefix() + "/bin/faultline-train");
 
   auto repro = run_in(empty, installed_faultline(), with({"repro", "F1", "--json"}));
