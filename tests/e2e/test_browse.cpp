@@ -177,7 +177,8 @@ TEST(Browse, DiffOfTwoRunsNamesTheChangedKeyAndTheFirstStepThatDiffers) {
   auto diff = faultline_cli({"diff", "1", "2"}, dir);
   ASSERT_EQ(diff.result.exit_code, 0) << diff.result.output;
   EXPECT_THAT(diff.result.output, HasSubstr("config:   optim.lr: 0.01 -> 0.02"));
-  EXPECT_THAT(diff.result.output, HasSubstr("records:  steps 1..6: first differ at step 1 rank 0: lr "));
+  EXPECT_THAT(diff.result.output,
+              HasSubstr("records:  steps 1..6: first differ at step 1 rank 0: lr "));
   auto doc = faultline_cli({"diff", "1", "2", "--json"}, dir);
   ASSERT_EQ(doc.doc.at("config").size(), 1u) << doc.result.output;
   EXPECT_EQ(doc.doc.at("config").at(0).at("key"), "optim.lr");
