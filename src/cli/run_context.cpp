@@ -106,6 +106,13 @@ harness::LauncherConfig launcher_config(const RunContextOptions& options, const 
   return harness::load_launcher_config(recipe, overrides, options.launcher);
 }
 
+std::vector<std::string> set_assignments(const std::vector<std::string>& argv) {
+  std::vector<std::string> sets;
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "--set") sets.push_back(argv[i + 1]);
+  return sets;
+}
+
 harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
                                                const store::Store& store, int64_t run_id,
                                                const std::vector<std::string>& overrides,
@@ -116,10 +123,8 @@ harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
   std::vector<std::string> sets;
   const auto argv = nlohmann::json::parse(run->argv_json, nullptr, false);
   if (argv.is_array())
-    for (size_t i = 0; i + 1 < argv.size(); ++i)
-      if (argv[i] == "--set" && argv[i + 1].is_string() &&
-          starts_with(argv[i + 1].get<std::string>(), "launcher."))
-        sets.push_back(argv[i + 1].get<std::string>());
+    for (const auto& assignment : set_assignments(argv.get<std::vector<std::string>>()))
+      if (starts_with(assignment, "launcher.")) sets.push_back(assignment);
   sets.insert(sets.end(), overrides.begin(), overrides.end());
   std::error_code error;
   const std::string recipe =

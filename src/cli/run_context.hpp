@@ -46,6 +46,10 @@ void add_launcher_option(CLI::App& command);
 // The launcher section of a run command: --launcher over the recipe's [launcher] (with --set).
 harness::LauncherConfig launcher_config(const RunContextOptions& options, const std::string& recipe,
                                         const std::vector<std::string>& overrides);
+// The values of the `--set` arguments of a stored run's command line (the bundled trainer's),
+// in order: "launcher.nodes=2", ...
+std::vector<std::string> set_assignments(const std::vector<std::string>& argv);
+
 // The launcher section of a command that replays stored run `run_id` (isolate --run, bisect
 // --run): its recipe's [launcher] and the launcher keys of its command line, then this command's
 // --set. It replays where it ran (a run on Slurm, on the cluster where its GPUs are) unless

@@ -155,9 +155,7 @@ void list_runs(const RunsArgs& args) {
 // value that won (the trial's scale repeats dist.ranks); "" for none.
 std::string overrides_of(const std::vector<std::string>& argv) {
   std::vector<std::string> sets;
-  for (size_t i = 0; i + 1 < argv.size(); ++i) {
-    if (argv[i] != "--set") continue;
-    const std::string& assignment = argv[i + 1];
+  for (const auto& assignment : set_assignments(argv)) {
     const std::string key = assignment.substr(0, assignment.find('='));
     sets.erase(
         std::remove_if(sets.begin(), sets.end(),
