@@ -75,6 +75,16 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   std::vector<Clock::time_point> last_progress(count, start);
   std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
   std::optional<Clock::time_point> first_death;
+  std::optional<Clock::time_point> stop_asked;
+  std::vector<int64_t> steps_when_asked;
+  // Whether a rank still running may be halting by itself (see SuperviseOptions::halt_grace).
+  auto halting = [&](const std::vector<int64_t>& steps_then) {
+    for (size_t rank = 0; rank < count; ++rank)
+      if (result.ranks[rank].kind == ExitKind::Running && !ranks[rank].log_records &&
+          result.last_step[rank] <= steps_then[rank])
+        return true;
+    return false;
+  };
 
   auto drain = [&](bool final_read) {
     for (size_t rank = 0; rank < count; ++rank) {
@@ -148,9 +158,15 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       result.interrupted = true;
       break;
     }
-    if (sink.should_stop()) {
+    if (!stop_asked && sink.should_stop()) {
       result.stopped_by_sink = true;
-      break;
+      stop_asked = now;
+      steps_when_asked = result.last_step;
+    }
+    if (stop_asked) {
+      if (now - *stop_asked > options.halt_grace || !halting(steps_when_asked)) break;
+      std::this_thread::sleep_for(options.poll_interval);
+      continue;
     }
     if (first_death && now - *first_death > options.peer_exit_grace) break;
     if (options.total_timeout_s > 0 && seconds_between(start, now) > options.total_timeout_s) {

@@ -24,6 +24,11 @@ struct SuperviseOptions {
   std::chrono::milliseconds kill_grace{2000};
   // After the first rank dies, how long the others get to end by themselves.
   std::chrono::milliseconds peer_exit_grace{3000};
+  // After the sink asks to stop, how long a rank that writes the metrics protocol gets to halt
+  // by itself: a trainer halting on a failure writes its evidence (the anomaly record naming the
+  // module, the end event) after the step record that failed. One that writes a later step
+  // record is not halting, and a log-only one writes no evidence: both are stopped at once.
+  std::chrono::milliseconds halt_grace{5000};
   const std::atomic<bool>* interrupted = nullptr;  // set (by a signal handler) to end the trial
   // Sent to every rank of a hung trial before it is killed, so the trainer can write its stacks
   // to its log (faultline_probe.py: SIGUSR1 → faulthandler); 0: none (faultline-train).

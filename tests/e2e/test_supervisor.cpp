@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "harness/launch/local_launcher.hpp"
+#include "harness/launch/log_records.hpp"
 #include "harness/launch/supervisor.hpp"
 #include "support/process.hpp"
 
@@ -20,10 +21,28 @@ class CountingSink : public RecordSink {
   void on_record(int, const MetricsRecord& record) override {
     if (std::holds_alternative<StepRecord>(record)) ++steps;
     if (std::holds_alternative<GpuRecord>(record)) ++gpu;
+    if (std::holds_alternative<AnomalyRecord>(record)) ++anomalies;
   }
   void on_malformed(int, const std::string&, const std::string&) override { ++malformed; }
-  int steps = 0, malformed = 0, gpu = 0;
+  int steps = 0, malformed = 0, gpu = 0, anomalies = 0;
 };
+
+// Asks to stop at the first step record, as the run judge does at a non-finite one.
+class StopAtFirstStep : public CountingSink {
+ public:
+  bool should_stop() override { return steps > 0; }
+};
+
+// One rank running `script` under /bin/sh, with $M its metrics file.
+RankLaunch script_rank(const std::string& dir, const std::string& script) {
+  RankLaunch launch;
+  launch.metrics_path = dir + "/metrics.rank0.jsonl";
+  launch.log_path = dir + "/rank0.log";
+  launch.argv = {"/bin/sh", "-c", "M=" + launch.metrics_path + "; " + script};
+  return launch;
+}
+
+const char* kNanStep = R"(echo '{"v":1,"type":"step","rank":0,"t":1,"step":3,"loss":"nan"}' >> $M)";
 
 std::vector<RankLaunch> trainer_ranks(int count, const std::string& dir,
                                       const std::vector<std::string>& overrides) {
@@ -143,6 +162,56 @@ TEST(Supervisor, CrashNamesTheFirstRankItsSignalAndStep) {
   EXPECT_EQ(signal_name(result.crash->signal), "SIGABRT");
   EXPECT_EQ(result.crash->step, 4);
   EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
+// A trainer halting on a failure writes its evidence after the step record that failed: the
+// harness, stopping the trial on that record, lets it finish. Killing it at once lost the anomaly
+// record that names the module whenever the trainer was slower than the harness's poll.
+TEST(Supervisor, ATrainerHaltingOnTheRecordThatStopsTheTrialWritesItsEvidenceFirst) {
+  std::string dir = faultline::testing::make_temp_dir("sup-halt");
+  const std::string anomaly =
+      R"(echo '{"v":1,"type":"anomaly","rank":0,"t":1,"step":3,"kind":"nonfinite",)"
+      R"("phase":"forward","where":"blocks.1.mlp","probe":"full"}' >> $M)";
+  const RankLaunch rank =
+      script_rank(dir, std::string(kNanStep) + "; sleep 1; " + anomaly + "; exit 3");
+  StopAtFirstStep sink;
+  auto result = run({rank}, {}, sink);
+  EXPECT_TRUE(result.stopped_by_sink);
+  EXPECT_EQ(sink.anomalies, 1);
+  ASSERT_EQ(result.ranks.size(), 1u);
+  EXPECT_FALSE(result.ranks[0].killed_by_harness);
+  EXPECT_EQ(result.ranks[0].exit_code, 3);
+}
+
+// Not halting (it goes on to later steps) or log-only (it writes no evidence of its own): such
+// a rank is stopped at once. With a grace of an hour, waiting for it would time the test out.
+TEST(Supervisor, ARankThatGoesOnOrOnlyLogsIsStoppedWithoutTheHaltGrace) {
+  SuperviseOptions options;
+  options.halt_grace = std::chrono::hours(1);
+  {
+    std::string dir = faultline::testing::make_temp_dir("sup-goes-on");
+    const RankLaunch rank =
+        script_rank(dir, std::string(kNanStep) +
+                             R"(; s=4; while :; do echo "{\"v\":1,\"type\":\"step\",\"rank\":0,)"
+                             R"(\"t\":1,\"step\":$s}" >> $M; s=$((s+1)); sleep 0.05; done)");
+    StopAtFirstStep sink;
+    auto result = run({rank}, options, sink);
+    EXPECT_TRUE(result.stopped_by_sink);
+    EXPECT_TRUE(result.ranks.at(0).killed_by_harness);
+    EXPECT_GT(result.last_step.at(0), 3);
+    EXPECT_EQ(processes_mentioning(dir), 0);
+  }
+  {
+    std::string dir = faultline::testing::make_temp_dir("sup-log-only");
+    RankLaunch rank = script_rank(dir, "echo 'step 3 loss 4.5'; sleep 3600");
+    rank.log_records = std::make_shared<const LogRecords>(
+        LogRecords::compile(R"(step (?P<step>\d+) loss (?P<loss>\S+))", "", "test", dir));
+    StopAtFirstStep sink;
+    auto result = run({rank}, options, sink);
+    EXPECT_TRUE(result.stopped_by_sink);
+    EXPECT_TRUE(result.ranks.at(0).killed_by_harness);
+    EXPECT_EQ(processes_mentioning(dir), 0);
+  }
 }
 
 TEST(Supervisor, ExecutableThatDoesNotExistIsAnInfraError) {
