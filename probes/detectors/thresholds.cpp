@@ -38,6 +38,7 @@ void bind_thresholds(ConfigBinder& b, Thresholds& t, const std::string& prefix) 
   b.bind(key("loss_spike.factor"), t.loss_spike.factor, kFactor);
   b.bind(key("loss_spike.window"), t.loss_spike.window, kAtLeastOne);
   b.bind(key("loss_spike.warmup_steps"), t.loss_spike.warmup_steps, kAtLeastOne);
+  b.bind(key("loss_spike.first_loss_factor"), t.loss_spike.first_loss_factor, kFactor);
   b.bind(key("loss_spike.mad_factor"), t.loss_spike.mad_factor, kFactor);
   b.bind(key("loss_spike.min_rise"), t.loss_spike.min_rise, kNonNegative);
 

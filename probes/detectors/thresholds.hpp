@@ -52,7 +52,10 @@ struct Thresholds {
     bool enabled = true;
     double factor = 10.0;       // loss >= factor x reference is a spike
     int64_t window = 20;        // reference: median of this many recent finite losses
-    int64_t warmup_steps = 10;  // finite losses seen before any step is judged
+    int64_t warmup_steps = 10;  // finite losses seen before the median is the reference
+    // Before warmup_steps finite losses: loss >= first_loss_factor x the first loss and more than
+    // min_rise above it. A healthy run's loss falls from its start; an early rise is divergence.
+    double first_loss_factor = 1.5;
     // A step-to-step rise above mad_factor x the median absolute deviation of the last `window`
     // step-to-step changes, and above min_rise (nats): an early jump of a few nats.
     double mad_factor = 10.0;

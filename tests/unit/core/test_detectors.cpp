@@ -170,10 +170,22 @@ TEST(Detectors, LossSpikeAgainstTheRecentMedian) {
 
 TEST(Detectors, LossSpikeInsideItsWarmupIsJudgedAgainstTheFirstLoss) {
   auto records = synthetic_run();
-  record_at(records, 5).loss = 30.0;  // before 10 finite losses: below 10x the first loss (~5.5)
+  const double first = record_at(records, 1).loss;  // ~5.5
+  record_at(records, 5).loss = 1.4 * first;         // above the first loss, under 1.5x
   EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
-  record_at(records, 5).loss = 80.0;  // ~14x the first loss: a run blowing up at once
-  expect_one(judge(records), "loss_spike", 5, 0);
+  record_at(records, 5).loss = 1.6 * first;  // a run diverging at once: 1.6x, ~3.3 nats above
+  auto failures = judge(records);
+  ASSERT_NO_FATAL_FAILURE(expect_one(failures, "loss_spike", 5, 0));
+  EXPECT_NE(failures[0].detail.find("the first loss"), std::string::npos) << failures[0].detail;
+}
+
+TEST(Detectors, AnEarlyRiseUnderTheAbsoluteFloorIsNotASpikeUnlessItIsTenfold) {
+  auto records = synthetic_run();
+  for (auto& r : records) r.loss = 0.1;  // a loss near its floor (a fine-tune's, say)
+  record_at(records, 4).loss = 0.5;      // 5x, but 0.4 nats
+  EXPECT_TRUE(judge(records).empty()) << describe(judge(records));
+  record_at(records, 4).loss = 1.05;  // 10.5x: Megatron's factor needs no floor
+  expect_one(judge(records), "loss_spike", 4, 0);
 }
 
 TEST(Detectors, StalledLossIsCaughtOnceTheRunIsLongEnough) {
