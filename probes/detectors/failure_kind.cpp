@@ -21,17 +21,40 @@ constexpr Severity F = Severity::Failure;
 constexpr std::array<KindInfo, 21> kNames = {{
     {FailureKind::Nonfinite, "nonfinite", F, ""},
     {FailureKind::Data, "data", F, ""},
-    {FailureKind::LossSpike, "loss_spike", F, ""},
-    {FailureKind::Stalled, "stalled", F, ""},
-    {FailureKind::GradExplode, "grad_explode", F, ""},
-    {FailureKind::GradVanish, "grad_vanish", F, ""},
+    {FailureKind::LossSpike, "loss_spike", F,
+     "a rise from the run's start is a learning rate too high for the model or a missing LR "
+     "warm-up; a spike later is that step's batch or its LR: compare the step's lr and "
+     "grad_norm with the steps before it"},
+    {FailureKind::Stalled, "stalled", F,
+     "the loss does not fall: a learning rate far too low, or parameters that are not trained "
+     "(frozen, detached from the loss, or not given to the optimizer)"},
+    {FailureKind::GradExplode, "grad_explode", F,
+     "gradients stay far above normal: a learning rate too high, or no gradient clipping (or "
+     "a clip applied before the loss scale is undone)"},
+    {FailureKind::GradVanish, "grad_vanish", F,
+     "gradients near zero: parameters detached from the loss, a loss multiplied by zero "
+     "(a mask that drops every token), or saturated activations"},
     {FailureKind::LrAnomaly, "lr_anomaly", F, ""},
-    {FailureKind::Memory, "memory", F, ""},
+    {FailureKind::Memory, "memory", F,
+     "memory that grows each step is usually tensors kept across steps (a loss or logits "
+     "appended to a list without .item() or .detach()); near the limit: a smaller batch or "
+     "activation checkpointing"},
     {FailureKind::Slow, "slow", F, ""},
-    {FailureKind::Straggler, "straggler", F, ""},
-    {FailureKind::DataStall, "data_stall", F, ""},
-    {FailureKind::RankDivergence, "rank_divergence", F, ""},
-    {FailureKind::Nondeterministic, "nondeterministic", F, ""},
+    {FailureKind::Straggler, "straggler", F,
+     "one rank computes slower than its peers: its host or device (clock, throttling, a busy "
+     "neighbour) or more work on that rank; `isolate --hosts` with spare hosts tells a host "
+     "from a rank"},
+    {FailureKind::DataStall, "data_stall", F,
+     "the rank waits for its batches: more loader workers or prefetching, or faster storage "
+     "for its shards"},
+    {FailureKind::RankDivergence, "rank_divergence", F,
+     "one rank computes other numbers from the same state: its host or device computes wrongly "
+     "(silent data corruption: take it out of service and rerun there) or its code or data "
+     "differ from the others'"},
+    {FailureKind::Nondeterministic, "nondeterministic", F,
+     "two runs of one config differ: a nondeterministic kernel (atomic adds in scatter, "
+     "index_add or embedding backward on a GPU, benchmark-chosen algorithms) or a random "
+     "source not seeded from the config"},
     {FailureKind::Crash, "crash", F, ""},
     {FailureKind::Hang, "hang", F, ""},
     {FailureKind::Oom, "oom", F, ""},

@@ -43,6 +43,7 @@ TEST(ExternalTrainer, SilentGradientCorruptionOnTheSecondOfTwoRanksIsNamed) {
   ASSERT_EQ(shown.result.exit_code, 0) << shown.result.output;
   EXPECT_THAT(shown.result.output, HasSubstr("--nan-layer '' --poison-sample -1"));
   EXPECT_THAT(shown.result.output, HasSubstr("  where:    in backward\n"));
+  EXPECT_THAT(shown.result.output, HasSubstr("  hint:     one rank computes other numbers"));
   EXPECT_THAT(
       shown.result.output,
       ::testing::ContainsRegex("rank   1  \\S+ +odd +distance [0-9.e-]+ +step [0-9]+\\.[0-9]{2} "

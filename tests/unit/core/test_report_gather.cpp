@@ -308,6 +308,22 @@ TEST(ReportGather, AnLrAnomalysHeadlineDoesNotSayTheLearningRateTwice) {
   EXPECT_EQ(report.verdict, "The learning rate left its schedule at step 40 on rank 0.");
 }
 
+// A finding says what to check for its kind, under its detail; a kind without a hint adds none.
+TEST(ReportGather, AFindingSaysWhatToCheckForItsKind) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"loss_spike", 2, 0, ""}}, 10);
+  auto what_to_check = [&](const std::string& kind) -> std::string {
+    const int64_t finding = stored_finding(
+        store, {{"kind", kind}, {"step", 2}, {"evidence", {{"failing_run", failing}}}});
+    for (const auto& fact : gather_finding(store, finding, {}).location)
+      if (fact.label == "what to check") return fact.value;
+    return "";
+  };
+  EXPECT_NE(what_to_check("loss_spike").find("learning rate too high"), std::string::npos);
+  EXPECT_EQ(what_to_check("crash"), "");
+}
+
 TEST(ReportGather, UnknownIdsAreUserErrors) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
