@@ -42,8 +42,8 @@ constexpr std::array<KindInfo, 21> kNames = {{
     {FailureKind::Slow, "slow", F, ""},
     {FailureKind::Straggler, "straggler", F,
      "one rank computes slower than its peers: its host or device (clock, throttling, a busy "
-     "neighbour) or more work on that rank; `isolate --hosts` with spare hosts tells a host "
-     "from a rank"},
+     "neighbour) or more work given to that rank; a rerun without that host (on Slurm: --set "
+     "launcher.exclude=NODE) tells which"},
     {FailureKind::DataStall, "data_stall", F,
      "the rank waits for its batches: more loader workers or prefetching, or faster storage "
      "for its shards"},
