@@ -1,11 +1,14 @@
 // Phase 0: start from a stored failing run's own evidence. Its failure and step come from the
 // stored records, its checkpoints from its events; the failure is replayed from the last
 // checkpoint before it, so confirming it costs one checkpoint interval, not the whole run.
+#include <fmt/format.h>
+
 #include "harness/contract/recipe.hpp"
 #include "harness/isolate/isolate_phases.hpp"
 #include "harness/trial/import_run.hpp"
 #include "harness/trial/run_facts.hpp"
 #include "harness/trial/trial.hpp"
+#include "probes/detectors/run_judge.hpp"
 #include "store/store.hpp"
 
 namespace faultline::harness::isolate {
@@ -145,15 +148,23 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   }
   // A rate (a straggler, a starved rank) is replayed over the run's last stretch of at least
   // kRateStretch steps that starts at a checkpoint: one interval, not the whole run again.
+  // A kind judged against the steps before it (a loss spike against the recent losses) is
+  // replayed from a checkpoint that many steps earlier: from the one just before the step, its
+  // first loss would be the spike itself.
   const int64_t until = rate ? evidence.steps : shown;
-  const auto from =
-      contract::last_before(evidence.checkpoints, rate ? until - kRateStretch + 1 : failure.step);
+  const int64_t history = detectors::history_needed(failure.kind, context.thresholds());
+  const auto from = contract::last_before(evidence.checkpoints,
+                                          rate ? until - kRateStretch + 1 : failure.step - history);
   if (!from) {
     why_not = "run " + std::to_string(evidence.run_id) +
               (rate ? " has no checkpoint " + std::to_string(kRateStretch) +
                           " steps or more before its end, where " + to_string(failure.kind) +
                           " could be seen again"
-                    : " has no checkpoint before step " + std::to_string(failure.step));
+               : history > 0
+                   ? fmt::format(" has no checkpoint {} steps or more before step {} ({} judges "
+                                 "a step against the {} before it)",
+                                 history, failure.step, to_string(failure.kind), history)
+                   : " has no checkpoint before step " + std::to_string(failure.step));
     // How the next such run costs one interval: a run writes checkpoints only when asked to.
     if (trainer.can(contract::Capability::Checkpoints))
       why_not +=

@@ -30,6 +30,7 @@ class Context {
     return run(spec);
   }
   int jobs() const { return jobs_; }
+  const detectors::Thresholds& thresholds() const { return cache_.runner().options().thresholds; }
   // From now on every trial is also judged against this run's losses (loss_regression).
   void judge_against(int64_t reference_run) {
     cache_.judge_against(reference_run);

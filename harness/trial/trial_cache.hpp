@@ -58,6 +58,7 @@ class TrialCache {
   // cached apart from the same spec judged without them or against another run.
   void judge_against(int64_t reference_run);
 
+  const TrialRunner& runner() const { return runner_; }
   int64_t trials_run() const { return trials_run_; }
   int64_t trials_reused() const { return trials_reused_; }
   int64_t steps_executed() const { return steps_executed_; }  // by trials run, not reused

@@ -10,6 +10,10 @@
 
 namespace faultline::detectors {
 
+int64_t history_needed(FailureKind kind, const Thresholds& thresholds) {
+  return kind == FailureKind::LossSpike ? thresholds.loss_spike.warmup_steps : 0;
+}
+
 RunJudge::RunJudge(Thresholds thresholds, RunContext context)
     : thresholds_(std::move(thresholds)), context_(context) {
   add_dynamics_detectors(detectors_, thresholds_, context_);

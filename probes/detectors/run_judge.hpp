@@ -14,6 +14,12 @@
 
 namespace faultline::detectors {
 
+// How many steps before a failing step its kind's rules judge it against: a replay from a
+// checkpoint shows the failure again only if it starts that many steps before it (loss_spike's
+// median and rise rules judge a step once warmup_steps finite losses came before it). 0: the
+// kind is judged at its step from that step's records alone, or from where a streak starts.
+int64_t history_needed(FailureKind kind, const Thresholds& thresholds);
+
 class RunJudge {
  public:
   explicit RunJudge(Thresholds thresholds = {}, RunContext context = {});

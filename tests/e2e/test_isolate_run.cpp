@@ -146,6 +146,32 @@ TEST(IsolateRun, ALeaksSmallestRunIsThePrefixThatShowsItAndItsReproReproduces) {
   EXPECT_THAT(repro.result.output, ::testing::Not(HasSubstr("NOT reproduced")));
 }
 
+// A loss spike is judged against the losses before it. Replayed from the checkpoint just before
+// it, its first loss would be the spike itself and nothing to judge it by: the replay starts
+// loss_spike.warmup_steps (10) steps earlier. (It went back to step 0 before: 37 steps, not 11.)
+TEST(IsolateRun, ALossSpikeRightAfterACheckpointIsReplayedWithTheLossesItIsJudgedAgainst) {
+  const std::string dir = make_temp_dir("isolate-run-spike");
+  // The planted LR jump would be found first, as lr_anomaly: judged here is the loss it spikes.
+  const std::string detectors = dir + "/detectors.toml";
+  std::ofstream(detectors) << read_text(FAULTLINE_SOURCE_DIR
+                                        "/tests/e2e/recipes/no_timing_detectors.toml")
+                           << "\n[lr_anomaly]\nenabled = false\n";
+  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--detectors", detectors, "--json"},
+                                       {"train.checkpoint_every=5", "fault.lr_spike_step=25",
+                                        "fault.lr_spike_factor=100"}),
+                             dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  const int64_t run = train.doc.at("run_id");
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(run), "--detectors", detectors, "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "loss_spike") << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("step"), 26);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 15) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("steps_executed"), 11) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("replay steps 16..26 of run"));
+}
+
 TEST(IsolateRun, ARunWithoutACheckpointBeforeTheFailureIsRunFromStepZero) {
   const std::string dir = make_temp_dir("isolate-run-early");
   const int64_t run = stored_failing_run(dir, {"fault.nan_step=20", "fault.nan_layer=wte"});

@@ -63,6 +63,25 @@ TEST(DetectorsAlone, AnEarlyJumpOfAFewNatsIsASpikeInMedianAbsoluteDeviations) {
       << failures[0].detail;
 }
 
+// A replay from a checkpoint shows a spike again when it starts history_needed() steps before
+// it (isolate --run picks its checkpoint so); from the step just before, it cannot.
+TEST(DetectorsAlone, ASpikeIsShownAgainByARecordsWindowOfTheHistoryItNeeds) {
+  auto records = synthetic_run();
+  for (auto& r : records)
+    if (r.step == 60) r.loss += 2.5;  // a jump the rise rule judges against the losses before it
+  const int64_t history = history_needed(FailureKind::LossSpike, Thresholds{});
+  EXPECT_EQ(history, Thresholds{}.loss_spike.warmup_steps);
+  auto window_from = [&](int64_t first) {
+    std::vector<StepRecord> window;
+    for (const auto& r : records)
+      if (r.step >= first && r.step <= 60) window.push_back(r);
+    return judge(window);
+  };
+  ASSERT_NO_FATAL_FAILURE(expect_one(window_from(60 - history), "loss_spike", 60, 0));
+  EXPECT_TRUE(window_from(60).empty());
+  EXPECT_EQ(history_needed(FailureKind::Nonfinite, Thresholds{}), 0);
+}
+
 TEST(DetectorsAlone, ARiseBelowTheAbsoluteFloorIsNotASpike) {
   auto records = synthetic_run();
   for (auto& r : records)
