@@ -156,15 +156,19 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   const auto from = contract::last_before(evidence.checkpoints,
                                           rate ? until - kRateStretch + 1 : failure.step - history);
   if (!from) {
-    why_not = "run " + std::to_string(evidence.run_id) +
-              (rate ? " has no checkpoint " + std::to_string(kRateStretch) +
-                          " steps or more before its end, where " + to_string(failure.kind) +
-                          " could be seen again"
-               : history > 0
-                   ? fmt::format(" has no checkpoint {} steps or more before step {} ({} judges "
-                                 "a step against the {} before it)",
-                                 history, failure.step, to_string(failure.kind), history)
-                   : " has no checkpoint before step " + std::to_string(failure.step));
+    if (rate)
+      why_not = fmt::format(
+          "run {} has no checkpoint {} steps or more before its end, where {} "
+          "could be seen again",
+          evidence.run_id, kRateStretch, to_string(failure.kind));
+    else if (history > 0)
+      why_not = fmt::format(
+          "run {} has no checkpoint {} steps or more before step {} ({} judges "
+          "a step against the {} before it)",
+          evidence.run_id, history, failure.step, to_string(failure.kind), history);
+    else
+      why_not =
+          fmt::format("run {} has no checkpoint before step {}", evidence.run_id, failure.step);
     // How the next such run costs one interval: a run writes checkpoints only when asked to.
     if (trainer.can(contract::Capability::Checkpoints))
       why_not +=

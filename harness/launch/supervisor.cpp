@@ -77,11 +77,12 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   std::optional<Clock::time_point> first_death;
   std::optional<Clock::time_point> stop_asked;
   std::vector<int64_t> steps_when_asked;
-  // Whether a rank still running may be halting by itself (see SuperviseOptions::halt_grace).
-  auto halting = [&](const std::vector<int64_t>& steps_then) {
+  // Whether a rank still running may be halting by itself (see SuperviseOptions::halt_grace):
+  // it speaks the protocol and wrote no step record since the stop was asked.
+  auto halting = [&] {
     for (size_t rank = 0; rank < count; ++rank)
       if (result.ranks[rank].kind == ExitKind::Running && !ranks[rank].log_records &&
-          result.last_step[rank] <= steps_then[rank])
+          result.last_step[rank] <= steps_when_asked[rank])
         return true;
     return false;
   };
@@ -164,7 +165,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       steps_when_asked = result.last_step;
     }
     if (stop_asked) {
-      if (now - *stop_asked > options.halt_grace || !halting(steps_when_asked)) break;
+      if (now - *stop_asked > options.halt_grace || !halting()) break;
       std::this_thread::sleep_for(options.poll_interval);
       continue;
     }

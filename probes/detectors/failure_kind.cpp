@@ -98,6 +98,11 @@ const char* hint(FailureKind kind) {
   return "";
 }
 
+const char* hint(std::string_view kind_name) {
+  const auto kind = parse_failure_kind(kind_name);
+  return kind ? hint(*kind) : "";
+}
+
 std::optional<FailureKind> parse_failure_kind(std::string_view name) {
   for (const auto& each : kNames)
     if (name == each.name) return each.kind;

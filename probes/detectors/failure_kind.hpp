@@ -47,6 +47,8 @@ Severity severity(FailureKind kind);
 const char* to_string(Severity severity);  // "failure" or "warning"
 // What to look at for a kind whose cause is usually in the config ("" when none is known).
 const char* hint(FailureKind kind);
+// The same for a kind by its stored name ("" too for a name that is no kind).
+const char* hint(std::string_view kind_name);
 
 // Judged from timings: on a busy machine one run is not evidence enough (DESIGN.md).
 bool is_timing(FailureKind kind);

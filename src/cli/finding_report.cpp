@@ -81,9 +81,7 @@ void print_finding(const store::FindingInfo& finding) {
   if (!doc["where"].is_null() || !doc["phase"].is_null())
     fmt::print("  where:    {}\n", where_text(doc));
   fmt::print("  detail:   {}\n", text_of(doc["detail"]));
-  if (const auto kind = detectors::parse_failure_kind(finding.kind);
-      kind && *detectors::hint(*kind))
-    fmt::print("  hint:     {}\n", detectors::hint(*kind));
+  if (const char* hint = detectors::hint(finding.kind); *hint) fmt::print("  hint:     {}\n", hint);
   if (!doc["samples"].is_null())
     fmt::print("  samples:  {} (shards {})\n", text_of(doc["samples"]), text_of(doc["shards"]));
   if (doc["config_culprit"].is_array()) {

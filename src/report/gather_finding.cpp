@@ -208,8 +208,8 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
     add_fact(report.location, "ranks", fields["ranks"]);
   add_fact(report.location, "host", fields.value("host", json()));
   add_detail(report, fields.value("detail", std::string()));
-  if (const auto kind = detectors::parse_failure_kind(info->kind); kind && *detectors::hint(*kind))
-    add_fact(report.location, "what to check", json(detectors::hint(*kind)));
+  if (const char* hint = detectors::hint(info->kind); *hint)
+    add_fact(report.location, "what to check", json(hint));
   report.rank_evidence = rank_table(evidence.value("ranks", json()));
 
   const json culprit = fields.value("config_culprit", json());

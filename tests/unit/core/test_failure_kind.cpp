@@ -60,5 +60,12 @@ TEST(FailureKind, BadInitIsAWarningWithAHintAndFailsNoRunAlone) {
   EXPECT_EQ(parse_failure_kind("loss_regression"), FailureKind::LossRegression);
 }
 
+TEST(FailureKind, AHintByTheKindsStoredNameIsItsHintAndNoneForANameThatIsNoKind) {
+  EXPECT_STREQ(hint("loss_spike"), hint(FailureKind::LossSpike));
+  EXPECT_STRNE(hint("loss_spike"), "");
+  EXPECT_STREQ(hint("crash"), "");
+  EXPECT_STREQ(hint("no_such_kind"), "");
+}
+
 }  // namespace
 }  // namespace faultline::detectors
