@@ -17,6 +17,7 @@
 #include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe_text.hpp"
 #include "harness/launch/log_records.hpp"
+#include "harness/launch/node_placeholders.hpp"
 
 namespace faultline::harness::contract {
 
@@ -164,6 +165,13 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
   // Placeholders: the trainer's keys and {out} everywhere, each fragment's own trial value.
   values["out"] = "";
   values["ranks"] = values["master_port"] = "";
+  // A launcher that starts its own ranks is told its node's place in the command itself.
+  if (trainer.ranks_from == RanksFrom::Launcher)
+    for (const auto& node : node_placeholders()) values[node] = "";
+  auto is_node_placeholder = [](const std::string& placeholder) {
+    const auto& names = node_placeholders();
+    return std::find(names.begin(), names.end(), placeholder) != names.end();
+  };
   if (!trainer.config_file.empty()) values["config_file"] = "";
   auto check = [&](const std::vector<std::string>& pattern, const std::string& name,
                    const std::string& own) {
@@ -172,6 +180,16 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
       for (const auto& placeholder : placeholders_of(part)) {
         used.insert(placeholder);
         if (values.count(placeholder) || placeholder == own) continue;
+        if (is_node_placeholder(placeholder)) {
+          errors.add("placeholder {" + placeholder +
+                         "} is filled only for a trainer that starts "
+                         "its own ranks",
+                     where("trainer." + name + ".0", source),
+                     "set ranks_from = \"torchrun\" in [trainer] (one launcher process per "
+                     "node), or leave it out: each rank gets RANK, WORLD_SIZE, LOCAL_RANK, "
+                     "MASTER_ADDR and MASTER_PORT");
+          continue;
+        }
         errors.add("placeholder {" + placeholder + "} names no key of the recipe",
                    where("trainer." + name + ".0", source),
                    "placeholders are {section.key} of the recipe, {out}" +

@@ -131,6 +131,10 @@ RecordSource TrainerContract::records() const {
   return command_ ? command_->records : RecordSource::Protocol;
 }
 
+bool TrainerContract::starts_own_ranks() const {
+  return command_ && command_->ranks_from == RanksFrom::Launcher;
+}
+
 ExitMeaning TrainerContract::exit_meaning(int exit_code) const {
   switch (exit_code) {
     case 0:

@@ -68,6 +68,8 @@ class TrainerContract {
   // A command trainer's name for messages ("the trainer python3 train.py"); "faultline-train".
   std::string name() const;
   bool is_command() const { return command_ != nullptr; }
+  // ranks_from = "torchrun": one launcher process per node starts the ranks.
+  bool starts_own_ranks() const;
   // Where its records come from (a log-only trainer has no fingerprints or probes).
   RecordSource records() const;
 

@@ -11,6 +11,7 @@
 #include "harness/contract/config_file.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
+#include "harness/launch/node_placeholders.hpp"
 
 namespace faultline::harness::contract {
 
@@ -61,11 +62,18 @@ std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
   if (!command_) return bundled_argv(spec, trainer);
   // A command line a person can paste: env runs it in its folder with the asks set, and what
   // it writes (checkpoints) goes to a folder of its own there, not among the script's files.
-  const auto command = rank_command(spec, trainer, kPastedOutDir);
+  // {master_port} is torchrun's default port, as the pasted loop's MASTER_PORT is.
+  const auto command = rank_command(spec, trainer, kPastedOutDir, 29500);
   std::vector<std::string> argv = {"env", "-C", command.cwd};
   for (const auto& [name, value] : command.env)
     if (name != "PYTHONUNBUFFERED") argv.push_back(name + "=" + value);
-  argv.insert(argv.end(), command.argv.begin(), command.argv.end());
+  // A launcher that starts its own ranks runs them all here, on one node.
+  const auto filled =
+      fill_node_placeholders(command.argv, {{"nnodes", "1"},
+                                            {"nproc_per_node", std::to_string(spec.ranks)},
+                                            {"node_rank", "0"},
+                                            {"master_addr", "127.0.0.1"}});
+  argv.insert(argv.end(), filled.begin(), filled.end());
   return argv;
 }
 
@@ -98,6 +106,9 @@ RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::stri
   values["ranks"] = std::to_string(spec.ranks);
   values["master_port"] = std::to_string(master_port);
   command.one_process = own.ranks_from == RanksFrom::Launcher;
+  // The launch fills them, per node (harness/launch/node_placeholders.hpp).
+  if (command.one_process)
+    for (const auto& name : node_placeholders()) values[name] = "{" + name + "}";
   if (!own.config_file.empty()) {
     std::map<std::string, ConfigValue> trial_values;
     for (const auto& key : recipe.command->file_keys)

@@ -19,6 +19,9 @@ struct RankLaunch {
   // argv[0] is the executable path. Empty: the rank has no process of its own; it runs in the
   // process of the launch before it (a launcher such as torchrun that starts its ranks).
   std::vector<std::string> argv;
+  // A launcher process (ranks_from = "torchrun") that starts this many ranks on its node, its
+  // argv holding node placeholders (node_placeholders.hpp); 0: the process is the rank itself.
+  int starts_ranks = 0;
   std::map<std::string, std::string> env;  // added to the harness's own environment
   std::string log_path;                    // stdout and stderr of the rank
   std::string metrics_path;                // what FAULTLINE_METRICS is set to
@@ -74,6 +77,12 @@ class Launcher {
   virtual const char* name() const = 0;
   // Starts every rank; a rank that cannot be started at all is an InfraError.
   virtual std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) = 0;
+  // How many nodes a trial of `ranks` ranks spans: a trainer that starts its own ranks gets one
+  // launcher process per node. A UserError when they cannot be spread evenly.
+  virtual int nodes_for(int ranks) const {
+    (void)ranks;
+    return 1;
+  }
   // Another launcher like this one, for a trial run in another thread; nullptr: trials with
   // this launcher run one at a time.
   virtual std::unique_ptr<Launcher> clone() const { return nullptr; }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/launch/child_process.hpp"
+#include "harness/launch/node_placeholders.hpp"
 
 namespace faultline::harness {
 
@@ -48,7 +49,7 @@ class LocalTrial : public RunningTrial {
         continue;
       }
       ChildSpec spec;
-      spec.argv = rank.argv;
+      spec.argv = rank.starts_ranks > 0 ? fill_node_of(rank.argv, rank.env) : rank.argv;
       spec.env = rank.env;
       spec.output_path = rank.log_path;
       spec.cwd = rank.cwd;

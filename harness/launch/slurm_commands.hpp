@@ -15,6 +15,9 @@ namespace faultline::harness::slurm {
 // "exited CODE" or "signaled SIGNAL".
 constexpr const char* kExitedWord = "exited";
 constexpr const char* kSignaledWord = "signaled";
+// faultline-slurm-rank OUT_DIR --node -- ARGV: the task is a node's launcher that starts its
+// ranks itself (ranks_from = "torchrun"), not a rank.
+constexpr const char* kNodeTaskFlag = "--node";
 
 // Runs a Slurm client command and returns its stdout; a command that fails is an InfraError
 // with its stderr.

@@ -39,13 +39,19 @@ std::string rank_wrapper() {
   return beside.string();
 }
 
-// The shape of the step: --ntasks, --nodes, --ntasks-per-node.
-std::vector<std::string> shape(const SlurmOptions& options, int ranks) {
+// The nodes of a trial's step: launcher.nodes, or as many as tasks_per_node needs; at least
+// one, never more than its ranks.
+int node_count(const SlurmOptions& options, int ranks) {
   int nodes = options.nodes;
   if (options.tasks_per_node > 0)
     nodes = (ranks + options.tasks_per_node - 1) / options.tasks_per_node;
   if (nodes <= 0) nodes = 1;
-  nodes = std::min(nodes, ranks);
+  return std::max(1, std::min(nodes, ranks));
+}
+
+// The shape of the step: --ntasks, --nodes, --ntasks-per-node.
+std::vector<std::string> shape(const SlurmOptions& options, int ranks) {
+  const int nodes = node_count(options, ranks);
   const int per_node = (ranks + nodes - 1) / nodes;
   return {"--ntasks=" + std::to_string(ranks), "--nodes=" + std::to_string(nodes),
           "--ntasks-per-node=" + std::to_string(per_node)};
@@ -78,25 +84,33 @@ class SlurmTrial : public RunningTrial {
   SlurmTrial(const SlurmOptions& options, const std::vector<RankLaunch>& ranks) {
     launched_ = std::chrono::system_clock::now();
     if (ranks.empty()) throw InfraError("a Slurm trial needs at least one rank");
-    for (const auto& rank : ranks)
-      if (rank.argv.empty() || rank.argv != ranks[0].argv)
-        throw InfraError(
-            "the slurm launcher starts one process per rank, the same command each: a trainer "
-            "whose launcher starts its own ranks (ranks_from) is not supported on Slurm");
     out_dir_ = fs::path(ranks[0].metrics_path).parent_path().string();
+    // One task per rank, or (a trainer that starts its own ranks) one launcher task per node.
+    ranks_per_task_ = std::max(1, ranks[0].starts_ranks);
+    const bool node_tasks = ranks[0].starts_ranks > 0;
+    task_word_ = node_tasks ? "node" : "rank";
     for (const auto& rank : ranks) {
-      if (rank.metrics_path != metrics_path(rank.rank) || rank.log_path != log_path(rank.rank))
+      const bool starts_task = rank.rank % ranks_per_task_ == 0;
+      if (starts_task != !rank.argv.empty() || (starts_task && rank.argv != ranks[0].argv))
+        throw InfraError(
+            "the slurm launcher starts the same command in each task: one per rank, or one "
+            "launcher per node that starts as many ranks on each");
+      const std::string log = task_file(rank.rank / ranks_per_task_, ".log");
+      if (rank.metrics_path != metrics_path(rank.rank) || rank.log_path != log)
         throw InfraError("the slurm launcher needs each rank's files in " + out_dir_ +
-                         " named by its rank (metrics.rank<N>.jsonl, rank<N>.log)");
+                         " named by its rank or node (metrics.rank<N>.jsonl, " +
+                         (node_tasks ? "node<N>.log)" : "rank<N>.log)"));
       status_.emplace_back();
     }
+    tasks_ = static_cast<int>(ranks.size()) / ranks_per_task_;
     name_ = "faultline-" + fs::path(out_dir_).filename().string();
     std::map<std::string, std::string> env = ranks[0].env;
     for (const char* key : kPerRankKeys) env.erase(key);
+    env.erase("NODE_RANK");
     env["FAULTLINE_METRICS"] = out_dir_ + "/metrics.rank{rank}.jsonl";
 
     std::vector<std::string> srun = {"srun", "--job-name=" + name_, "--kill-on-bad-exit=0",
-                                     "--output=" + out_dir_ + "/rank%t.log"};
+                                     "--output=" + out_dir_ + "/" + task_word_ + "%t.log"};
     // Ranks given hosts (FAULTLINE_HOST, `--hosts`: node names here) run on those nodes, each
     // on its own (Slurm's arbitrary distribution); the others wherever Slurm puts them.
     // A trial placed on its ranks' hosts takes no --nodelist of the recipe's.
@@ -107,7 +121,12 @@ class SlurmTrial : public RunningTrial {
         on_hosts ? std::vector<std::string>{"--distribution=arbitrary",
                                             "--ntasks=" + std::to_string(ranks.size()),
                                             "--nodelist=" + env["SLURM_HOSTFILE"]}
-                 : shape(options, static_cast<int>(ranks.size()));
+        // A node's launcher gets a CPU for each rank it starts, as a task per rank would.
+        : node_tasks
+            ? std::vector<std::string>{"--ntasks=" + std::to_string(tasks_),
+                                       "--nodes=" + std::to_string(tasks_), "--ntasks-per-node=1",
+                                       "--cpus-per-task=" + std::to_string(ranks_per_task_)}
+            : shape(options, static_cast<int>(ranks.size()));
     for (const auto& arg : step_shape) srun.push_back(arg);
     if (!ranks[0].cwd.empty()) srun.push_back("--chdir=" + ranks[0].cwd);
     const char* in_job = std::getenv("SLURM_JOB_ID");
@@ -120,6 +139,7 @@ class SlurmTrial : public RunningTrial {
     for (const auto& arg : options.srun_args) srun.push_back(arg);
     srun.push_back(rank_wrapper());
     srun.push_back(out_dir_);
+    if (node_tasks) srun.push_back(slurm::kNodeTaskFlag);
     srun.push_back("--");
     for (const auto& arg : ranks[0].argv) srun.push_back(arg);
 
@@ -149,15 +169,18 @@ class SlurmTrial : public RunningTrial {
   int ranks() const override { return static_cast<int>(status_.size()); }
 
   std::vector<RankStatus> poll() override {
-    for (size_t i = 0; i < status_.size(); ++i) {
-      if (status_[i].kind != ExitKind::Running) continue;
-      auto exit = read_exit(out_dir_ + "/rank" + std::to_string(i) + ".exit");
+    for (int task = 0; task < tasks_; ++task) {
+      // A task's first rank holds its status; the others live and end with it.
+      auto& status = status_[static_cast<size_t>(task * ranks_per_task_)];
+      if (status.kind != ExitKind::Running) continue;
+      auto exit = read_exit(task_file(task, ".exit"));
       if (!exit) continue;
-      exit->killed_by_harness = status_[i].killed_by_harness;
+      exit->killed_by_harness = status.killed_by_harness;
       if (exit->kind == ExitKind::Signaled && !exit->killed_by_harness &&
           (exit->signal == SIGTERM || exit->signal == SIGKILL) && !held_out(*exit))
         continue;
-      status_[i] = *exit;
+      for (int i = 0; i < ranks_per_task_; ++i)
+        status_[static_cast<size_t>(task * ranks_per_task_ + i)] = *exit;
     }
     if (!ended_ && job_over()) {
       ended_ = true;
@@ -223,8 +246,8 @@ class SlurmTrial : public RunningTrial {
 
   double queue_wait_s() const override {
     double first = 0;
-    for (size_t i = 0; i < status_.size(); ++i) {
-      std::ifstream in(out_dir_ + "/rank" + std::to_string(i) + ".started");
+    for (int task = 0; task < tasks_; ++task) {
+      std::ifstream in(task_file(task, ".started"));
       double at = 0;
       if (in >> at && (first == 0 || at < first)) first = at;
     }
@@ -253,8 +276,9 @@ class SlurmTrial : public RunningTrial {
   std::string metrics_path(int rank) const {
     return out_dir_ + "/metrics.rank" + std::to_string(rank) + ".jsonl";
   }
-  std::string log_path(int rank) const {
-    return out_dir_ + "/rank" + std::to_string(rank) + ".log";
+  // What faultline-slurm-rank leaves for task `task`: rank<N> or node<N> with `suffix`.
+  std::string task_file(int task, const char* suffix) const {
+    return out_dir_ + "/" + task_word_ + std::to_string(task) + suffix;
   }
 
   // A rank killed by SIGTERM or SIGKILL may be Slurm ending the job (its time limit, a node
@@ -321,6 +345,8 @@ class SlurmTrial : public RunningTrial {
   }
 
   std::string out_dir_, name_, job_;
+  int ranks_per_task_ = 1, tasks_ = 0;
+  std::string task_word_ = "rank";
   bool step_mode_ = false, ended_ = false;
   std::unique_ptr<ChildProcess> srun_;
   std::vector<RankStatus> status_;
@@ -334,6 +360,10 @@ class SlurmTrial : public RunningTrial {
 
 std::unique_ptr<RunningTrial> SlurmLauncher::launch(const std::vector<RankLaunch>& ranks) {
   return std::make_unique<SlurmTrial>(options_, ranks);
+}
+
+int SlurmLauncher::nodes_for(int ranks) const {
+  return node_count(options_, ranks);
 }
 
 std::vector<std::string> slurm_nodes() {

@@ -13,6 +13,7 @@ class SlurmLauncher : public Launcher {
   explicit SlurmLauncher(SlurmOptions options) : options_(std::move(options)) {}
   const char* name() const override { return "slurm"; }
   std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) override;
+  int nodes_for(int ranks) const override;
   std::unique_ptr<Launcher> clone() const override {
     return std::make_unique<SlurmLauncher>(options_);
   }

@@ -1,8 +1,9 @@
-// faultline-slurm-rank OUT_DIR -- ARGV...: one rank of a Slurm trial. srun starts it once per
-// task; it maps Slurm's task environment onto the one every trainer speaks (RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, FAULTLINE_HOST, this rank's FAULTLINE_METRICS), runs ARGV, and leaves
-// how it started and ended in OUT_DIR (rank<N>.started, rank<N>.exit) for the launcher to poll:
-// srun alone reports only the step, not which task died of what.
+// faultline-slurm-rank OUT_DIR [--node] -- ARGV...: one rank of a Slurm trial, or with --node
+// one node's launcher that starts its ranks. srun starts it once per task; it maps Slurm's task
+// environment onto the one every trainer speaks (RANK, WORLD_SIZE, LOCAL_RANK, NODE_RANK,
+// MASTER_ADDR, FAULTLINE_HOST, this rank's FAULTLINE_METRICS), runs ARGV, and leaves how it
+// started and ended in OUT_DIR (rank<N> or node<N> .started and .exit) for the launcher to
+// poll: srun alone reports only the step, not which task died of what.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "harness/launch/launcher.hpp"
+#include "harness/launch/node_placeholders.hpp"
 #include "harness/launch/slurm_commands.hpp"
 
 namespace {
@@ -54,28 +56,41 @@ std::string master_addr() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4 || std::string(argv[2]) != "--") {
-    std::fprintf(stderr, "usage: faultline-slurm-rank OUT_DIR -- COMMAND [ARGS...]\n");
+  // A node's launcher (--node) starts that node's ranks itself: it is told the node's place,
+  // and its ranks set their own RANK (and fill {rank} in FAULTLINE_METRICS).
+  const bool node_task =
+      argc >= 5 && std::string(argv[2]) == faultline::harness::slurm::kNodeTaskFlag;
+  const int command_at = node_task ? 4 : 3;
+  if (argc <= command_at || std::string(argv[command_at - 1]) != "--") {
+    std::fprintf(stderr, "usage: faultline-slurm-rank OUT_DIR [--node] -- COMMAND [ARGS...]\n");
     return 2;
   }
   const std::string out_dir = argv[1];
-  const std::string rank = env("SLURM_PROCID");
-  if (rank.empty()) {
+  const std::string task = env("SLURM_PROCID");
+  if (task.empty()) {
     std::fprintf(stderr, "faultline-slurm-rank: SLURM_PROCID is not set: run it under srun\n");
     return 2;
   }
-  setenv("RANK", rank.c_str(), 1);
-  setenv("WORLD_SIZE", env("SLURM_NTASKS").c_str(), 1);
-  setenv("LOCAL_RANK", env("SLURM_LOCALID").c_str(), 1);
   setenv("NODE_RANK", env("SLURM_NODEID").c_str(), 1);
   setenv("FAULTLINE_HOST", env("SLURMD_NODENAME").c_str(), 1);
   setenv("MASTER_ADDR", master_addr().c_str(), 1);
-  replace_rank("FAULTLINE_METRICS", rank);
-  replace_rank("FAULTLINE_STACKS", rank);
+  std::vector<std::string> command(argv + command_at, argv + argc);
+  if (node_task) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(name);
+    command = faultline::harness::fill_node_of(
+        command, {{"NODE_RANK", env("NODE_RANK")}, {"MASTER_ADDR", env("MASTER_ADDR")}});
+  } else {
+    setenv("RANK", task.c_str(), 1);
+    setenv("WORLD_SIZE", env("SLURM_NTASKS").c_str(), 1);
+    setenv("LOCAL_RANK", env("SLURM_LOCALID").c_str(), 1);
+    replace_rank("FAULTLINE_METRICS", task);
+    replace_rank("FAULTLINE_STACKS", task);
+  }
+  const std::string files = out_dir + "/" + (node_task ? "node" : "rank") + task;
   {
     const auto now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch());
-    std::ofstream(out_dir + "/rank" + rank + ".started") << std::fixed << now.count() << "\n";
+    std::ofstream(files + ".started") << std::fixed << now.count() << "\n";
   }
 
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT})
@@ -88,7 +103,8 @@ int main(int argc, char** argv) {
   if (g_child == 0) {
     for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT})
       std::signal(signal, SIG_DFL);
-    std::vector<char*> args(argv + 3, argv + argc);
+    std::vector<char*> args;
+    for (auto& word : command) args.push_back(word.data());
     args.push_back(nullptr);
     execvp(args[0], args.data());
     std::perror(("faultline-slurm-rank: " + std::string(args[0])).c_str());
@@ -98,7 +114,7 @@ int main(int argc, char** argv) {
   while (waitpid(g_child, &status, 0) < 0) {
   }
   // Written whole, then renamed: the launcher never reads half a line.
-  const std::string exit_path = out_dir + "/rank" + rank + ".exit";
+  const std::string exit_path = files + ".exit";
   std::ofstream(exit_path + ".tmp")
       << (WIFSIGNALED(status) ? faultline::harness::slurm::kSignaledWord
                               : faultline::harness::slurm::kExitedWord)

@@ -51,6 +51,38 @@ void await_stacks(RunningTrial& trial, const std::vector<RankLaunch>& ranks, int
   }
 }
 
+// A launcher process that starts several ranks (torchrun) ends with one status for them all,
+// so the first rank of the first launcher seen dying was taken for the one that died. The rank
+// that did is one that wrote no end event (the others wrote why they stopped, often a lost
+// connection to it), of any launcher that died by itself, the earliest in steps; the status
+// stays its launcher's.
+void blame_the_silent_rank(SupervisedResult& result, const std::vector<RankLaunch>& ranks) {
+  if (!result.crash || ranks.size() != result.ranks.size()) return;
+  auto launcher_of = [&](size_t rank) {
+    while (rank > 0 && ranks[rank].argv.empty()) --rank;
+    return rank;
+  };
+  const size_t crashed = launcher_of(static_cast<size_t>(result.crash->rank));
+  if (ranks[crashed].starts_ranks <= 1) return;
+  std::optional<size_t> silent;
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    const auto& status = result.ranks[rank];
+    const bool died_by_itself = status.kind != ExitKind::Running && !status.killed_by_harness &&
+                                !status.ended_by_scheduler &&
+                                (status.kind == ExitKind::Signaled || status.exit_code != 0);
+    if (!died_by_itself || result.ends[rank].status || !result.ends[rank].error.empty()) continue;
+    if (!silent || result.last_step[rank] < result.last_step[*silent]) silent = rank;
+  }
+  const size_t blamed = silent ? *silent : static_cast<size_t>(result.crash->rank);
+  const size_t first = launcher_of(blamed);
+  result.crash->launcher_of = {static_cast<int>(first),
+                               static_cast<int>(first) + ranks[first].starts_ranks - 1};
+  result.crash->rank = static_cast<int>(blamed);
+  result.crash->step = result.last_step[blamed] + 1;
+  result.crash->exit_code = result.ranks[blamed].exit_code;
+  result.crash->signal = result.ranks[blamed].signal;
+}
+
 }  // namespace
 
 std::string gpu_records_path(const std::string& metrics_path) {
@@ -150,7 +182,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
       bool failed = status.kind == ExitKind::Signaled || status.exit_code != 0;
       if (failed && !status.killed_by_harness && !status.ended_by_scheduler && !result.crash) {
         result.crash = CrashReport{static_cast<int>(rank), status.exit_code, status.signal,
-                                   result.last_step[rank] + 1};
+                                   result.last_step[rank] + 1, std::nullopt};
         first_death = now;
       }
     }
@@ -196,6 +228,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   trial.kill_all(options.kill_grace);
   result.ranks = trial.poll();
   drain(true);
+  blame_the_silent_rank(result, ranks);
   result.wall_s = seconds_between(start, Clock::now());
   return result;
 }

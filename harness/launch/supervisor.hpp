@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/end_status.hpp"
@@ -49,6 +50,9 @@ struct CrashReport {
   int exit_code = 0;
   int signal = 0;    // 0 when it exited
   int64_t step = 0;  // the step it died in (last completed + 1)
+  // A rank started by a launcher process with others (first, last rank): the status above is
+  // the launcher's, and the rank is the one of them that wrote no end event.
+  std::optional<std::pair<int, int>> launcher_of;
 };
 
 struct SupervisedResult {

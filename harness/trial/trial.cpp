@@ -121,10 +121,21 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
          "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
     return;
   }
-  failures.push_back({detectors::FailureKind::Crash, crash.step, crash.rank,
-                      "rank " + std::to_string(crash.rank) + " " +
-                          how_it_died(result.ranks.at(crash.rank), result.ends.at(crash.rank)) +
-                          stacks_of_rank(ranks.at(crash.rank))});
+  const auto& end = result.ends.at(crash.rank);
+  std::string how = how_it_died(result.ranks.at(crash.rank), end);
+  if (crash.launcher_of)
+    // Its launcher's status is not the rank's own: say whose it is.
+    how = fmt::format(
+        "{}; the launcher of ranks {}-{} {}",
+        !end.error.empty() ? "ended after an error: " + end.error + " (its end event)"
+        : end.status ? fmt::format("ended with status {} (its end event)", to_string(*end.status))
+                     : fmt::format("stopped after step {} without an end event",
+                                   result.last_step.at(crash.rank)),
+        crash.launcher_of->first, crash.launcher_of->second,
+        how_it_died(result.ranks.at(crash.rank), {}));
+  failures.push_back(
+      {detectors::FailureKind::Crash, crash.step, crash.rank,
+       "rank " + std::to_string(crash.rank) + " " + how + stacks_of_rank(ranks.at(crash.rank))});
 }
 
 // A job or step the scheduler ended (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED).
@@ -200,6 +211,8 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   const auto config = contract::load_recipe(spec.config_path, overrides);
   contract::check_launchable(config, spec.ranks);
   const auto trainer = contract::TrainerContract::of(spec.config_path);
+  const int nodes = launcher_.nodes_for(spec.ranks);
+  if (trainer.starts_own_ranks()) check_node_split(spec.ranks, nodes);
 
   store::RunInfo info;
   info.config_path = spec.config_path;
@@ -216,6 +229,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.owner_host = host;
   Outcome outcome;
   contract::RankCommand command;
+  std::vector<RankLaunch> ranks;
   const int port = pick_free_port();
   outcome.ranks = spec.ranks;
   // The run's directory is named after its id, and the argv names the directory: one
@@ -229,14 +243,14 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
       outcome.out_dir = options_.work_dir + "/run-" + std::to_string(outcome.run_id) + "." +
                         std::to_string(again);
     command = trainer.rank_command(spec, options_.trainer, outcome.out_dir, port);
-    info.argv_json = nlohmann::json(command.argv).dump();
+    ranks = rank_launches(spec, command, outcome.out_dir, port, nodes);
+    // What rank 0's process runs: a node's launcher with the trial's layout filled in.
+    info.argv_json = nlohmann::json(ranks.at(0).argv).dump();
     store_.set_run_argv(outcome.run_id, info.argv_json);
     store_.set_run_out_dir(outcome.run_id, outcome.out_dir);
   });
   std::filesystem::create_directories(outcome.out_dir);
   for (const auto& [path, text] : command.files) std::ofstream(path) << text;
-
-  const auto ranks = rank_launches(spec, command, outcome.out_dir, port);
 
   const int64_t vocab = config.bundled ? config.bundled->model.vocab_size : 0;
   detectors::RunJudge judge(options_.thresholds,

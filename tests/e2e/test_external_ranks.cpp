@@ -166,19 +166,9 @@ TEST(ExternalTrainer, AnFsdpJobIsIsolatedOnOneRankFromItsOwnCheckpoint) {
 }
 
 // ranks_from = "torchrun": faultline starts one process, which starts the ranks.
-std::string launcher_recipe(const std::string& dir) {
-  std::ofstream(dir + "/launched.toml") << replaced(
-      replaced(read_text(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
-               "command = [\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
-               "/tests/e2e/launchers/spawn_ranks.py\", \"--nproc\", \"{ranks}\", "
-               "\"--\", \"/usr/bin/python3\", \"train.py\","),
-      "[trainer]\n", "[trainer]\nranks_from = \"torchrun\"\nworkdir = \"" + kExamples + "\"\n");
-  return dir + "/launched.toml";
-}
-
 TEST(ExternalTrainer, ALauncherThatStartsItsOwnRanksIsOneProcessWithARecordStreamPerRank) {
   const std::string dir = make_temp_dir("ext-launcher");
-  const std::string recipe = launcher_recipe(dir);
+  const std::string recipe = helper_launched_per_node(dir);
   auto healthy =
       faultline_cli({"train", "-c", recipe, "--ranks", "2", "--steps", "20", "--json"}, dir);
   ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
@@ -192,4 +182,20 @@ TEST(ExternalTrainer, ALauncherThatStartsItsOwnRanksIsOneProcessWithARecordStrea
 
   // Its ranks share one output: the stacks come from each rank's own file.
   expect_hang_of_rank_one_with_its_stack(recipe, dir);
+
+  // Rank 1 dies (SIGSEGV) and the launcher exits with rank 0's code, rank 0 having lost its
+  // peer: the crash is rank 1's, the one that wrote no end event.
+  auto crashed =
+      faultline_cli({"train", "-c", recipe, "--ranks", "2", "--set", "train.steps=10", "--set",
+                     "fault.crash_rank=1", "--set", "fault.crash_step=5", "--json"},
+                    dir);
+  EXPECT_EQ(crashed.result.exit_code, 1) << crashed.result.output;
+  ASSERT_EQ(failing_kinds_of(crashed.doc.at("failures")), std::vector<std::string>{"crash"})
+      << crashed.doc.dump();
+  const auto& crash = crashed.doc.at("failures")[0];
+  EXPECT_EQ(crash.at("rank"), 1);
+  EXPECT_EQ(crash.at("step"), 5);
+  EXPECT_THAT(crash.at("detail").get<std::string>(),
+              HasSubstr("rank 1 stopped after step 4 without an end event; the launcher of ranks "
+                        "0-1 exited with code"));
 }

@@ -1,13 +1,15 @@
 // End-to-end on a real Slurm cluster (scripts/slurm-local.sh: 4 virtual nodes on this host):
 // smoke and isolate with --launcher slurm, each trial an sbatch job (or an srun step inside
 // salloc); a hung task is a hang and its job is cancelled; --jobs 2 finds what --jobs 1 does; a
-// task that dies after training ended is a warning; a log-only script runs there too.
+// task that dies after training ended is a warning; a log-only script runs there too, and a
+// launcher that starts its own ranks runs once per node.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "support/cli.hpp"
+#include "support/pytorch_jobs.hpp"
 #include "support/slurm.hpp"
 
 using namespace faultline::testing;
@@ -17,8 +19,8 @@ namespace {
 
 const std::string kMicro = FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/micro.toml";
 const std::string kLadder = FAULTLINE_SOURCE_DIR "/recipes/ladders/default.toml";
-const std::string kHelper = FAULTLINE_SOURCE_DIR "/examples/pytorch/train.toml";
-const std::string kLogOnly = FAULTLINE_SOURCE_DIR "/examples/pytorch/log_checkpoints.toml";
+const std::string kLogOnlyCheckpoints =
+    FAULTLINE_SOURCE_DIR "/examples/pytorch/log_checkpoints.toml";
 
 Cli on_slurm(std::vector<std::string> args, const std::vector<std::string>& overrides,
              const std::string& dir) {
@@ -152,7 +154,7 @@ TEST(Slurm, APythonTaskThatDiesAsItShutsDownAfterTrainingIsAWarning) {
 TEST(Slurm, ALogOnlyScriptIsIsolatedFromTheLinesItsTaskPrints) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-log-only");
-  auto cli = on_slurm({"isolate", "-c", kLogOnly},
+  auto cli = on_slurm({"isolate", "-c", kLogOnlyCheckpoints},
                       {"train.steps=40", "fault.nan_step=25", "launcher.nodes=1"}, dir);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
   EXPECT_EQ(cli.doc.at("kind"), "nonfinite") << cli.doc.dump();
@@ -224,4 +226,61 @@ TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
   EXPECT_THAT(salloc.output, HasSubstr("Granted job allocation"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/runs/run-1/rank3.exit"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/runs/run-1/job.sh")) << "a step, not a job";
+}
+
+// A launcher that starts its own ranks (ranks_from = "torchrun"; here spawn_ranks.py, which does
+// what torchrun's static rendezvous does): one task per node, each told its node's rank and the
+// first node's address in its command; every rank writes its own records and its stacks.
+TEST(Slurm, ALauncherThatStartsItsOwnRanksRunsOncePerNode) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-torchrun");
+  const std::string recipe = helper_launched_per_node(dir);
+  const std::vector<std::string> two_nodes = {"launcher.nodes=2", "launcher.exclude=n3,n4",
+                                              "train.steps=10"};
+  auto healthy = on_slurm({"train", "-c", recipe, "--ranks", "4"}, two_nodes, dir);
+  ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
+  EXPECT_EQ(healthy.doc.at("steps"), 10);
+  const std::string run_dir =
+      dir + "/runs/run-" + std::to_string(healthy.doc.at("run_id").get<int64_t>());
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string metrics =
+        read_text(run_dir + "/metrics.rank" + std::to_string(rank) + ".jsonl");
+    EXPECT_THAT(metrics, HasSubstr("\"world_size\":4")) << rank;
+    // Block placement: ranks 0 and 1 started by n1's launcher, 2 and 3 by n2's.
+    EXPECT_THAT(metrics, HasSubstr(rank < 2 ? "\"host\":\"n1\"" : "\"host\":\"n2\"")) << rank;
+  }
+  for (const char* file : {"/node0.exit", "/node1.exit", "/node0.log", "/node1.log"})
+    EXPECT_TRUE(std::filesystem::exists(run_dir + file)) << file;
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/node2.exit")) << "one launcher per node";
+
+  // Rank 3 hangs: it is named, with its own stack, and its job is cancelled.
+  auto hung = on_slurm({"train", "-c", recipe, "--ranks", "4", "--step-timeout", "5"},
+                       with(two_nodes, {"fault.hang_rank=3", "fault.hang_step=5"}), dir);
+  EXPECT_EQ(hung.result.exit_code, 1) << hung.result.output;
+  auto failure = failure_of(hung.doc.at("failures"), "hang");
+  ASSERT_FALSE(failure.is_null()) << hung.doc.dump();
+  EXPECT_EQ(failure.at("rank"), 3);
+  EXPECT_EQ(failure.at("step"), 5);
+  EXPECT_THAT(failure.at("detail").get<std::string>(), HasSubstr("in at_step_start"));
+
+  // Rank 2 dies: every launcher ends with its ranks' first failing code, and the crash is the
+  // rank that wrote no end event.
+  auto crashed = on_slurm({"train", "-c", recipe, "--ranks", "4"},
+                          with(two_nodes, {"fault.crash_rank=2", "fault.crash_step=5"}), dir);
+  EXPECT_EQ(crashed.result.exit_code, 1) << crashed.result.output;
+  failure = failure_of(crashed.doc.at("failures"), "crash");
+  ASSERT_FALSE(failure.is_null()) << crashed.doc.dump();
+  EXPECT_EQ(failure.at("rank"), 2);
+  EXPECT_EQ(failure.at("step"), 5);
+  EXPECT_THAT(failure.at("detail").get<std::string>(),
+              HasSubstr("without an end event; the launcher of ranks 2-3"));
+
+  // Three ranks cannot be started as many on each of two nodes: said before anything runs.
+  auto uneven = faultline_cli(
+      with_sets({"train", "-c", recipe, "--ranks", "3", "--launcher", "slurm"}, two_nodes), dir);
+  EXPECT_EQ(uneven.result.exit_code, 2) << uneven.result.output;
+  EXPECT_THAT(uneven.result.output,
+              HasSubstr("3 ranks do not split evenly over 2 nodes (launcher.nodes, "
+                        "launcher.tasks_per_node); give --ranks a multiple of the nodes"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }

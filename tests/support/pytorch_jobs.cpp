@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <map>
 
+#include "support/recipe_text.hpp"
 #include "trainer/sampler.hpp"
 
 namespace faultline::testing {
@@ -119,6 +121,18 @@ nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const
   EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
   EXPECT_THAT(repro.result.output, HasSubstr("bitwise identical: yes"));
   return cli.doc;
+}
+
+std::string helper_launched_per_node(const std::string& dir) {
+  std::ofstream(dir + "/launched.toml") << replaced(
+      replaced(read_text(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
+               "command = [\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
+               "/tests/e2e/launchers/spawn_ranks.py\", \"--nnodes\", \"{nnodes}\", "
+               "\"--nproc_per_node\", \"{nproc_per_node}\", \"--node_rank\", \"{node_rank}\", "
+               "\"--master_addr\", \"{master_addr}\", \"--master_port\", \"{master_port}\", "
+               "\"--\", \"/usr/bin/python3\", \"train.py\","),
+      "[trainer]\n", "[trainer]\nranks_from = \"torchrun\"\nworkdir = \"" + kExamples + "\"\n");
+  return dir + "/launched.toml";
 }
 
 void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir,

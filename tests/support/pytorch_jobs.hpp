@@ -64,6 +64,11 @@ nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const
                                                    int64_t extra_steps = 0);
 
 // Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
+// train.toml started by tests/e2e/launchers/spawn_ranks.py, a launcher that starts its ranks
+// itself as torchrun does, one per node (ranks_from = "torchrun", its node placeholders):
+// written into `dir`, its path returned.
+std::string helper_launched_per_node(const std::string& dir);
+
 void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir,
                                             std::vector<std::string> sets = {});
 

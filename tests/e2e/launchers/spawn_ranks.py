@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""A launcher that starts its ranks itself, as torchrun does: one process, N children, each with
-RANK, LOCAL_RANK, WORLD_SIZE (and MASTER_ADDR/MASTER_PORT passed on). Debian's torchrun (torch
+"""A launcher that starts its ranks itself, as torchrun does with a static rendezvous: one
+process per node, `--nproc_per_node` children, each with RANK (node_rank * nproc_per_node +
+LOCAL_RANK), LOCAL_RANK, WORLD_SIZE (nnodes * nproc_per_node), GROUP_RANK, and MASTER_ADDR and
+MASTER_PORT (torchrun's defaults, 127.0.0.1 and 29500, unless given). Debian's torchrun (torch
 1.13 on Python 3.11) crashes before it starts a worker, so the tests of ranks_from = "torchrun"
 use this one. It forwards SIGTERM and SIGUSR1 and exits with the first non-zero status.
 
-    spawn_ranks.py --nproc N -- PROGRAM ARGS...
+    spawn_ranks.py --nproc_per_node N [--nnodes M --node_rank K --master_addr A
+                   --master_port P] -- PROGRAM ARGS...
 """
+import argparse
 import os
 import signal
 import subprocess
@@ -13,13 +17,27 @@ import sys
 
 
 def main():
-    args = sys.argv[1:]
-    if len(args) < 4 or args[0] != "--nproc" or args[2] != "--":
-        sys.exit("usage: spawn_ranks.py --nproc N -- PROGRAM ARGS...")
-    nproc, command = int(args[1]), args[3:]
+    if "--" not in sys.argv:
+        sys.exit("usage: spawn_ranks.py --nproc_per_node N [...] -- PROGRAM ARGS...")
+    split = sys.argv.index("--")
+    parser = argparse.ArgumentParser(prog="spawn_ranks.py")
+    parser.add_argument("--nproc_per_node", "--nproc", type=int, required=True)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node_rank", type=int, default=0)
+    parser.add_argument("--master_addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    parser.add_argument("--master_port", default=os.environ.get("MASTER_PORT", "29500"))
+    args = parser.parse_args(sys.argv[1:split])
+    command = sys.argv[split + 1:]
+    if not command or not 0 <= args.node_rank < args.nnodes:
+        sys.exit(f"spawn_ranks.py: node_rank {args.node_rank} of {args.nnodes} nodes, "
+                 f"command {command}")
     children = []
-    for rank in range(nproc):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc))
+    for local in range(args.nproc_per_node):
+        env = dict(os.environ, LOCAL_RANK=str(local), GROUP_RANK=str(args.node_rank),
+                   RANK=str(args.node_rank * args.nproc_per_node + local),
+                   WORLD_SIZE=str(args.nnodes * args.nproc_per_node),
+                   LOCAL_WORLD_SIZE=str(args.nproc_per_node),
+                   MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port))
         children.append(subprocess.Popen(command, env=env))
     for sig in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, lambda number, _: [c.send_signal(number) for c in children])

@@ -150,6 +150,41 @@ steps = 20
   EXPECT_EQ(contract.records(), RecordSource::Protocol);
 }
 
+// A launcher that starts its own ranks is told each node's place in its command; a trainer
+// started once per rank is refused them (it gets RANK and the rest instead).
+TEST(CommandRecipe, NodePlaceholdersAreForALauncherThatStartsItsOwnRanks) {
+  ScratchDir dir;
+  const std::string command =
+      "command = [\"/bin/sh\", \"--nnodes={nnodes}\", \"{nproc_per_node}\", \"{node_rank}\", "
+      "\"{master_addr}:{master_port}\", \"{ranks}\"]\n";
+  write_file(dir.file("r.toml"), "[trainer]\n" + command + "[train]\nsteps = 20\n");
+  const auto items = user_errors([&] { load_recipe(dir.file("r.toml"), {}); });
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_EQ(items[0].what,
+            "placeholder {nnodes} is filled only for a trainer that starts its own ranks");
+  EXPECT_NE(items[0].where.find("trainer.command.0"), std::string::npos) << items[0].where;
+  EXPECT_NE(items[0].hint.find("ranks_from = \"torchrun\""), std::string::npos) << items[0].hint;
+  EXPECT_EQ(items[3].what,
+            "placeholder {master_addr} is filled only for a trainer that starts its own ranks");
+
+  write_file(dir.file("r.toml"),
+             "[trainer]\nranks_from = \"torchrun\"\n" + command + "[train]\nsteps = 20\n");
+  TrialSpec spec;
+  spec.config_path = dir.file("r.toml");
+  spec.ranks = 4;
+  const auto contract = TrainerContract::of(spec.config_path);
+  ASSERT_TRUE(contract.starts_own_ranks());
+  // The trial's values are filled; the node's are left for the launch, which knows them.
+  const auto rank = contract.rank_command(spec, "", "/runs/3", 29400);
+  EXPECT_TRUE(rank.one_process);
+  EXPECT_EQ(rank.argv, (std::vector<std::string>{"/bin/sh", "--nnodes={nnodes}", "{nproc_per_node}",
+                                                 "{node_rank}", "{master_addr}:29400", "4"}));
+  // A pasted repro runs every rank on one node, here.
+  const auto pasted = contract.argv(spec, "");
+  EXPECT_EQ(std::vector<std::string>(pasted.end() - 6, pasted.end()),
+            (std::vector<std::string>{"/bin/sh", "--nnodes=1", "4", "0", "127.0.0.1:29500", "4"}));
+}
+
 TEST(CommandRecipe, TheStepsKeyMustNameAnIntegerOfTheRecipe) {
   ScratchDir dir;
   write_file(dir.file("r.toml"), "[trainer]\ncommand = [\"/bin/sh\"]\n[loop]\niters = 5\n");
