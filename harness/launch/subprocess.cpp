@@ -2,6 +2,7 @@
 // and an interrupt flag.
 #include "harness/launch/subprocess.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,26 +70,28 @@ std::string describe(const CommandResult& result, const CommandSpec& spec) {
 }
 
 namespace {
-// A file that exists only for the lifetime of this object.
+// A file with no name: created and unlinked at once, so nothing is left behind even when
+// faultline is killed (SIGKILL runs no destructor). The command's output reaches it, and it is
+// read back, through its descriptor's /proc/self/fd link, which opens the unlinked file itself.
 class TempFile {
  public:
   TempFile() {
     std::string pattern =
         (std::filesystem::temp_directory_path() / "faultline-cmd.XXXXXX").string();
-    const int fd = mkstemp(pattern.data());
-    if (fd < 0) throw InfraError("cannot create a temporary file in " + pattern);
-    ::close(fd);
-    path_ = pattern;
+    // Close-on-exec: a trainer started by another thread meanwhile does not inherit it.
+    fd_ = mkostemp(pattern.data(), O_CLOEXEC);
+    if (fd_ < 0) throw InfraError("cannot create a temporary file in " + pattern);
+    ::unlink(pattern.c_str());
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
   }
-  ~TempFile() {
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
+  ~TempFile() { ::close(fd_); }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
+  // Valid in this process, and in a child until it execs (where its output is opened).
   const std::string& path() const { return path_; }
 
  private:
+  int fd_ = -1;
   std::string path_;
 };
 }  // namespace

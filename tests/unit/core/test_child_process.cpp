@@ -6,6 +6,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -153,6 +155,26 @@ TEST(RunCommand, ExitAndSignalAreReported) {
   spec.argv = {"/bin/sh", "-c", "kill -TERM $$"};
   result = run_command(spec);
   EXPECT_EQ(describe(result, spec), "killed by SIGTERM");
+}
+
+// A captured command's output files have no name, even while it runs: a faultline killed by
+// SIGKILL (no destructor runs) leaves nothing in the temporary directory.
+TEST(RunCommand, ACapturedCommandsOutputFilesHaveNoNameWhileItRuns) {
+  ScratchDir dir;
+  const char* old = std::getenv("TMPDIR");
+  const std::string kept = old ? old : "";
+  setenv("TMPDIR", dir.path().c_str(), 1);
+  CommandSpec spec;
+  spec.argv = {"/bin/sh", "-c", "ls -A \"$TMPDIR\"; echo to-stderr >&2; exit 3"};
+  const auto captured = run_captured(spec);
+  if (old)
+    setenv("TMPDIR", kept.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
+  EXPECT_EQ(captured.result.exit_code, 3);
+  EXPECT_EQ(captured.out, "") << "files in the temporary directory while it ran";
+  EXPECT_EQ(captured.err, "to-stderr\n");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace
