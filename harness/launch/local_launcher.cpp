@@ -12,6 +12,7 @@
 
 #include "harness/launch/child_process.hpp"
 #include "harness/launch/node_placeholders.hpp"
+#include "harness/launch/process_tree.hpp"
 
 namespace faultline::harness {
 
@@ -53,6 +54,8 @@ class LocalTrial : public RunningTrial {
       spec.env = rank.env;
       spec.output_path = rank.log_path;
       spec.cwd = rank.cwd;
+      launchers_.resize(children_.size() + 1);
+      launchers_.back() = rank.starts_ranks > 0;
       try {
         children_.push_back(std::make_unique<ChildProcess>(spec));
       } catch (const InfraError& error) {
@@ -77,17 +80,30 @@ class LocalTrial : public RunningTrial {
   }
 
   void signal_all(int signal) override {
-    for (size_t i = 0; i < children_.size(); ++i)
-      if (children_[i] && status_[i].kind == ExitKind::Running) children_[i]->signal_group(signal);
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (!children_[i] || status_[i].kind != ExitKind::Running) continue;
+      if (is_launcher(i))
+        // Its ranks, each in a session of its own under torchrun; torchrun itself dies of a
+        // signal it does not handle (SIGUSR1).
+        signal_seen(descendants(children_[i]->pid(), 1), signal);
+      else
+        children_[i]->signal_group(signal);
+    }
   }
 
   void kill_all(std::chrono::milliseconds grace) override {
     bool any = false;
+    // What a launcher started, seen while it still runs: ranks in sessions of their own
+    // outlive their launcher's group, and once it is reaped they are below nothing of ours.
+    std::vector<SeenProcess> started_by_launchers;
     for (size_t i = 0; i < children_.size(); ++i) {
       if (status_[i].kind != ExitKind::Running) continue;
       status_[i].killed_by_harness = true;
       if (!children_[i]) continue;
       any = true;
+      if (is_launcher(i))
+        for (const auto& process : descendants(children_[i]->pid()))
+          started_by_launchers.push_back(process);
       children_[i]->signal_group(SIGTERM);
     }
     if (!any) return;
@@ -99,6 +115,7 @@ class LocalTrial : public RunningTrial {
     // A rank seen ending was reaped after its group was killed; only the others are left.
     for (size_t i = 0; i < children_.size(); ++i)
       if (children_[i]) record(i, children_[i]->kill());
+    signal_seen(started_by_launchers, SIGKILL);
     poll();
   }
 
@@ -117,7 +134,10 @@ class LocalTrial : public RunningTrial {
     status_[i].ended = exit->ended;
   }
 
+  bool is_launcher(size_t i) const { return i < launchers_.size() && launchers_[i]; }
+
   std::vector<std::unique_ptr<ChildProcess>> children_;
+  std::vector<bool> launchers_;  // by rank: its process starts ranks itself (torchrun)
   std::vector<RankStatus> status_;
 };
 

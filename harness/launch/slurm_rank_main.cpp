@@ -4,6 +4,7 @@
 // MASTER_ADDR, FAULTLINE_HOST, this rank's FAULTLINE_METRICS), runs ARGV, and leaves how it
 // started and ended in OUT_DIR (rank<N> or node<N> .started and .exit) for the launcher to
 // poll: srun alone reports only the step, not which task died of what.
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,10 +14,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/launch/launcher.hpp"
 #include "harness/launch/node_placeholders.hpp"
+#include "harness/launch/process_tree.hpp"
 #include "harness/launch/slurm_commands.hpp"
 
 namespace {
@@ -51,6 +54,26 @@ std::string master_addr() {
   } catch (const faultline::harness::InfraError&) {
   }
   return first;
+}
+
+// The processes the launcher left (its ranks, now this process's children): SIGTERM, up to 2 s
+// to end (a rank writes its stacks and its end event), then SIGKILL; every one reaped.
+void end_what_it_left() {
+  using faultline::harness::descendants;
+  using faultline::harness::signal_seen;
+  auto left = descendants(getpid());
+  if (left.empty()) return;
+  signal_seen(left, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (descendants(getpid()).empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  signal_seen(descendants(getpid()), SIGKILL);
+  while (waitpid(-1, nullptr, 0) > 0) {
+  }
 }
 
 }  // namespace
@@ -93,6 +116,10 @@ int main(int argc, char** argv) {
     std::ofstream(files + ".started") << std::fixed << now.count() << "\n";
   }
 
+  // A node's launcher may start its ranks in sessions of their own (torchrun 2.x) and die of a
+  // signal it does not handle (SIGUSR1, the stack signal): its ranks then become this
+  // process's children, not init's, and are ended with it below instead of left running.
+  if (node_task) prctl(PR_SET_CHILD_SUBREAPER, 1);
   for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCONT})
     std::signal(signal, forward);
   g_child = fork();
@@ -113,6 +140,7 @@ int main(int argc, char** argv) {
   int status = 0;
   while (waitpid(g_child, &status, 0) < 0) {
   }
+  if (node_task) end_what_it_left();
   // Written whole, then renamed: the launcher never reads half a line.
   const std::string exit_path = files + ".exit";
   std::ofstream(exit_path + ".tmp")

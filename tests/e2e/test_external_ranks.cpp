@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 #include <fstream>
+#include <thread>
 
 #include "support/pytorch_jobs.hpp"
 #include "support/recipe_text.hpp"
@@ -198,4 +200,14 @@ TEST(ExternalTrainer, ALauncherThatStartsItsOwnRanksIsOneProcessWithARecordStrea
   EXPECT_THAT(crash.at("detail").get<std::string>(),
               HasSubstr("rank 1 stopped after step 4 without an end event; the launcher of ranks "
                         "0-1 exited with code"));
+}
+
+// torchrun 2.x starts each rank in a session of its own and dies of SIGUSR1: the stack signal
+// goes to its ranks, not to it, and the ranks of a hung trial are killed with it, not left
+// running once their launcher is gone.
+TEST(ExternalTrainer, ALauncherThatPutsItsRanksInSessionsOfTheirOwnLeavesNoneBehind) {
+  const std::string dir = make_temp_dir("ext-sessions");
+  const std::string recipe = helper_launched_per_node(dir, {"--sessions"});
+  expect_hang_of_rank_one_with_its_stack(recipe, dir);
+  EXPECT_EQ(processes_left_mentioning(dir + "/runs/"), 0) << "processes of the hung trial";
 }

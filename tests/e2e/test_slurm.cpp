@@ -234,7 +234,9 @@ TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
 TEST(Slurm, ALauncherThatStartsItsOwnRanksRunsOncePerNode) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-torchrun");
-  const std::string recipe = helper_launched_per_node(dir);
+  // Each rank in a session of its own, as torchrun 2.x starts them: Slurm signals every process
+  // of the step, the ranks included.
+  const std::string recipe = helper_launched_per_node(dir, {"--sessions"});
   const std::vector<std::string> two_nodes = {"launcher.nodes=2", "launcher.exclude=n3,n4",
                                               "train.steps=10"};
   auto healthy = on_slurm({"train", "-c", recipe, "--ranks", "4"}, two_nodes, dir);
@@ -262,6 +264,9 @@ TEST(Slurm, ALauncherThatStartsItsOwnRanksRunsOncePerNode) {
   EXPECT_EQ(failure.at("rank"), 3);
   EXPECT_EQ(failure.at("step"), 5);
   EXPECT_THAT(failure.at("detail").get<std::string>(), HasSubstr("in at_step_start"));
+  // The launchers died of the stack signal; their ranks were ended with their tasks, not left
+  // running (here the virtual nodes' processes are this machine's).
+  EXPECT_EQ(processes_left_mentioning(dir + "/runs/"), 0);
 
   // Rank 2 dies: every launcher ends with its ranks' first failing code, and the crash is the
   // rank that wrote no end event.

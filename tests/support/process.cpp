@@ -144,12 +144,13 @@ ProcessResult run_process(const ProcessSpec& spec) {
   return run_processes({spec}).front();
 }
 
-int processes_mentioning(const std::string& marker) {
+int processes_mentioning(const std::string& marker, ProcessText where) {
   int found = 0;
   DIR* proc = opendir("/proc");
   while (dirent* entry = readdir(proc)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/cmdline");
+    std::ifstream in(std::string("/proc/") + entry->d_name +
+                     (where == ProcessText::CommandLine ? "/cmdline" : "/environ"));
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (cmdline.find(marker) != std::string::npos) ++found;
   }

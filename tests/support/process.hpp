@@ -42,7 +42,13 @@ std::string read_text(const std::string& path);
 // A TCP port that was free a moment ago.
 int free_port();
 
-// Live processes whose command line mentions `marker` (e.g. a test's unique directory).
-int processes_mentioning(const std::string& marker);
+// Where a process is looked for a marker: its command line, or its environment (a rank that a
+// launcher started names its run's folder only in FAULTLINE_METRICS).
+enum class ProcessText { CommandLine, Environment };
+
+// Live processes whose command line (or environment) mentions `marker` (e.g. a test's unique
+// directory).
+int processes_mentioning(const std::string& marker,
+                         ProcessText where = ProcessText::CommandLine);
 
 }  // namespace faultline::testing

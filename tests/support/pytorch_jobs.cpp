@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "support/recipe_text.hpp"
 #include "trainer/sampler.hpp"
@@ -123,16 +125,30 @@ nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const
   return cli.doc;
 }
 
-std::string helper_launched_per_node(const std::string& dir) {
+std::string helper_launched_per_node(const std::string& dir,
+                                     const std::vector<std::string>& launcher_args) {
+  std::string extra;
+  for (const auto& arg : launcher_args) extra += "\"" + arg + "\", ";
   std::ofstream(dir + "/launched.toml") << replaced(
       replaced(read_text(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
                "command = [\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
                "/tests/e2e/launchers/spawn_ranks.py\", \"--nnodes\", \"{nnodes}\", "
-               "\"--nproc_per_node\", \"{nproc_per_node}\", \"--node_rank\", \"{node_rank}\", "
-               "\"--master_addr\", \"{master_addr}\", \"--master_port\", \"{master_port}\", "
-               "\"--\", \"/usr/bin/python3\", \"train.py\","),
+               "\"--nproc_per_node\", \"{nproc_per_node}\", \"--node_rank\", "
+               "\"{node_rank}\", \"--master_addr\", \"{master_addr}\", \"--master_port\", "
+               "\"{master_port}\", " +
+                   extra + "\"--\", \"/usr/bin/python3\", \"train.py\","),
       "[trainer]\n", "[trainer]\nranks_from = \"torchrun\"\nworkdir = \"" + kExamples + "\"\n");
   return dir + "/launched.toml";
+}
+
+int processes_left_mentioning(const std::string& text) {
+  int count = 0;
+  for (int tries = 0; tries < 50; ++tries) {
+    count = processes_mentioning(text, ProcessText::Environment);
+    if (count == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return count;
 }
 
 void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir,

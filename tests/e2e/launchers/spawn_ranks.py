@@ -5,9 +5,12 @@ LOCAL_RANK), LOCAL_RANK, WORLD_SIZE (nnodes * nproc_per_node), GROUP_RANK, and M
 MASTER_PORT (torchrun's defaults, 127.0.0.1 and 29500, unless given). Debian's torchrun (torch
 1.13 on Python 3.11) crashes before it starts a worker, so the tests of ranks_from = "torchrun"
 use this one. It forwards SIGTERM and SIGUSR1 and exits with the first non-zero status.
+With --sessions it does what torchrun 2.x does instead: each rank in a session of its own (out
+of reach of signals to the launcher's group), SIGTERM forwarded, SIGUSR1 left to its default
+action, which ends the launcher and leaves its ranks behind.
 
     spawn_ranks.py --nproc_per_node N [--nnodes M --node_rank K --master_addr A
-                   --master_port P] -- PROGRAM ARGS...
+                   --master_port P] [--sessions] -- PROGRAM ARGS...
 """
 import argparse
 import os
@@ -26,6 +29,7 @@ def main():
     parser.add_argument("--node_rank", type=int, default=0)
     parser.add_argument("--master_addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
     parser.add_argument("--master_port", default=os.environ.get("MASTER_PORT", "29500"))
+    parser.add_argument("--sessions", action="store_true")
     args = parser.parse_args(sys.argv[1:split])
     command = sys.argv[split + 1:]
     if not command or not 0 <= args.node_rank < args.nnodes:
@@ -38,8 +42,8 @@ def main():
                    WORLD_SIZE=str(args.nnodes * args.nproc_per_node),
                    LOCAL_WORLD_SIZE=str(args.nproc_per_node),
                    MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port))
-        children.append(subprocess.Popen(command, env=env))
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        children.append(subprocess.Popen(command, env=env, start_new_session=args.sessions))
+    for sig in (signal.SIGTERM,) if args.sessions else (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, lambda number, _: [c.send_signal(number) for c in children])
     codes = [child.wait() for child in children]
     sys.exit(next((code if code > 0 else 128 - code for code in codes if code), 0))
