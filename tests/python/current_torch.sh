@@ -5,6 +5,9 @@
 #   bash tests/python/current_torch.sh              (make python-compat; root, Debian's archive)
 #   bash tests/python/current_torch.sh e2e [FILTER]  the ExternalTrainer e2e tests (a GoogleTest
 #                                                   filter, default all) of build/ in the chroot
+#   bash tests/python/current_torch.sh torchrun     build/'s faultline with sid's own torchrun
+#                                                   (ranks_from = "torchrun"): a run, a hang, a
+#                                                   crash, and no rank left running
 #
 # The chroot is made once with debootstrap in ~/.cache/faultline/python-compat/sid (about 1.7 GB;
 # delete it to take sid's newest packages); the repository is bind-mounted at its own path.
@@ -73,7 +76,11 @@ if [ "$mode" = suite ]; then
   chroot "$sid" sh -c "cd '$root/tests/python' && python3 -m unittest discover -s ."
   exit
 fi
-[ "$mode" = e2e ] || { echo "current_torch.sh: unknown mode '$mode'; suite or e2e" >&2; exit 2; }
+case "$mode" in e2e | torchrun) ;; *)
+  echo "current_torch.sh: unknown mode '$mode'; suite, e2e or torchrun" >&2
+  exit 2
+  ;;
+esac
 
 # Bookworm's shared libraries that sid lacks (by soname; never the C library or libstdc++, whose
 # sid versions serve older binaries): one set for faultline and the tests, and one that only
@@ -82,11 +89,14 @@ build=$root/build
 cli=$build/src/cli/faultline
 train=$build/src/trainer/faultline-train
 tests=()  # the ExternalTrainer binaries, not CTest's files beside them
-for binary in "$build"/tests/e2e/test_external_*; do
-  case "$binary" in *.cmake) ;; *) tests+=("$binary") ;; esac
-done
-[ ${#tests[@]} -gt 0 ] || { echo "current_torch.sh: no test_external_* in $build/tests/e2e" >&2; exit 2; }
-for binary in "$cli" "$train" "${tests[@]}"; do
+if [ "$mode" = e2e ]; then
+  for binary in "$build"/tests/e2e/test_external_*; do
+    case "$binary" in *.cmake) ;; *) tests+=("$binary") ;; esac
+  done
+fi
+[ "$mode" = torchrun ] || [ ${#tests[@]} -gt 0 ] ||
+  { echo "current_torch.sh: no test_external_* in $build/tests/e2e" >&2; exit 2; }
+for binary in "$cli" "$train" ${tests[@]+"${tests[@]}"}; do
   [ -x "$binary" ] || { echo "current_torch.sh: $binary is not built; run make build" >&2; exit 2; }
 done
 libs=$sid/opt/bookworm-libs
@@ -103,11 +113,50 @@ copy_missing() {  # copy_missing <folder> <binary>...: what sid lacks of their l
     cp -L "$lib" "$folder/"
   done
 }
-copy_missing "$libs/all" "$cli" "${tests[@]}"
+copy_missing "$libs/all" "$cli" ${tests[@]+"${tests[@]}"}
 copy_missing "$libs/train" "$train"
 printf '#!/bin/sh\nLD_LIBRARY_PATH=/opt/bookworm-libs/train:/opt/bookworm-libs/all exec %s "$@"\n' \
   "$train" > "$sid/opt/faultline-train"
 chmod +x "$sid/opt/faultline-train"
+if [ "$mode" = torchrun ]; then
+  # examples/pytorch/train.toml started by torchrun, one per node (here one), in a folder of
+  # build/ (the chroot sees the repository only).
+  work=$build/torchrun-check
+  rm -rf "$work" && mkdir -p "$work"
+  sed -e 's|^command = \["/usr/bin/python3", "train.py",|command = ["torchrun", "--nnodes", "{nnodes}", "--nproc_per_node", "{nproc_per_node}", "--node_rank", "{node_rank}", "--master_addr", "{master_addr}", "--master_port", "{master_port}", "train.py",|' \
+    -e "s|^\[trainer\]\$|[trainer]\nranks_from = \"torchrun\"\nworkdir = \"$root/examples/pytorch\"|" \
+    "$root/examples/pytorch/train.toml" > "$work/torchrun.toml"
+  in_chroot() {
+    chroot "$sid" sh -c "cd '$work' && LD_LIBRARY_PATH=/opt/bookworm-libs/all \
+      PYTHONPATH='$root/tests/python/torchrun_site' $cli $* --json 2> /dev/null"
+  }
+  check() {  # check <what> <python expression on the run's JSON, d> <faultline arguments>
+    local what=$1 test=$2
+    shift 2
+    local out
+    out=$(in_chroot "$@" || true)
+    if python3 -c "import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if $test else 1)" \
+      "$out"; then
+      echo "ok    $what"
+    else
+      echo "FAIL  $what: ${out:0:2000}"
+      status=1
+    fi
+  }
+  status=0
+  runs="train -c torchrun.toml --ranks 2 --set train.steps=10"
+  check "a healthy run of 2 ranks" 'd["verdict"] == "pass" and d["steps"] == 10' "$runs"
+  check "rank 1's hang, named with its stack" \
+    '[(f["kind"], f["step"], f["rank"]) for f in d["failures"]] == [("hang", 5, 1)] and "in at_step_start" in d["failures"][0]["detail"]' \
+    "$runs --step-timeout 5 --set fault.hang_rank=1 --set fault.hang_step=5"
+  check "rank 1's SIGSEGV, named" \
+    '[(f["kind"], f["step"], f["rank"]) for f in d["failures"] if f.get("severity") != "warning"] == [("crash", 5, 1)]' \
+    "$runs --set fault.crash_rank=1 --set fault.crash_step=5"
+  sleep 1
+  left=$({ grep -l "$work" /proc/[0-9]*/environ 2> /dev/null || true; } | wc -l)
+  if [ "$left" = 0 ]; then echo "ok    no rank left running"; else echo "FAIL  $left processes left running"; status=1; fi
+  exit $status
+fi
 status=0
 for binary in "${tests[@]}"; do
   chroot "$sid" sh -c "cd '$build/tests/e2e' && LD_LIBRARY_PATH=/opt/bookworm-libs/all \
