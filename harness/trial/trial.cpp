@@ -35,6 +35,26 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   return text.size() > bytes ? text.substr(text.size() - bytes) : text;
 }
 
+// A launcher's exit status is not its rank's (torchrun exits 1 whatever its ranks did): the
+// rank's end event says whether it halted on a failure its records show.
+contract::ExitMeaning launched_rank_meaning(const EndEvent& end, contract::ExitMeaning launcher) {
+  using contract::ExitMeaning;
+  if (!end.status) return launcher;
+  switch (*end.status) {
+    case EndStatus::Nonfinite:
+      return ExitMeaning::HaltedNonfinite;
+    case EndStatus::DataAnomaly:
+      return ExitMeaning::HaltedData;
+    case EndStatus::Oom:
+      return ExitMeaning::OutOfMemory;
+    case EndStatus::Ok:
+    case EndStatus::Error:
+    case EndStatus::Terminated:
+      return launcher;
+  }
+  return launcher;
+}
+
 // How the supervised run ended, as failures: crash, hang, oom. A halt on a non-finite value or
 // a data anomaly is the trainer reporting a failure the detectors judge from its records; its
 // report of a failed allocation is `oom`, like a kill by the kernel's OOM killer. A run
@@ -73,8 +93,8 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
   if (!result.crash) return;
   const auto& crash = *result.crash;
   using contract::ExitMeaning;
-  const auto meaning =
-      crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : ExitMeaning::Failed;
+  auto meaning = crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : ExitMeaning::Failed;
+  if (crash.launcher_of) meaning = launched_rank_meaning(result.ends.at(crash.rank), meaning);
   if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
   if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
     // Mostly before its first step; the helper also refuses mid-run an op its determinism

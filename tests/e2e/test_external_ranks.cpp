@@ -210,4 +210,14 @@ TEST(ExternalTrainer, ALauncherThatPutsItsRanksInSessionsOfTheirOwnLeavesNoneBeh
   const std::string recipe = helper_launched_per_node(dir, {"--sessions"});
   expect_hang_of_rank_one_with_its_stack(recipe, dir);
   EXPECT_EQ(processes_left_mentioning(dir + "/runs/"), 0) << "processes of the hung trial";
+
+  // It exits 1 whatever its ranks did: ranks that halted on a NaN (exit 3, their end events say
+  // nonfinite) are a nonfinite failure, not a crash.
+  auto nan =
+      faultline_cli({"train", "-c", recipe, "--ranks", "2", "--set", "train.steps=10", "--set",
+                     "fault.nan_step=5", "--set", "fault.nan_layer=blocks.0.attn", "--json"},
+                    dir);
+  EXPECT_EQ(nan.result.exit_code, 1) << nan.result.output;
+  EXPECT_EQ(failing_kinds_of(nan.doc.at("failures")), std::vector<std::string>{"nonfinite"})
+      << nan.doc.dump();
 }

@@ -149,6 +149,9 @@ if [ "$mode" = torchrun ]; then
   check "rank 1's hang, named with its stack" \
     '[(f["kind"], f["step"], f["rank"]) for f in d["failures"]] == [("hang", 5, 1)] and "in at_step_start" in d["failures"][0]["detail"]' \
     "$runs --step-timeout 5 --set fault.hang_rank=1 --set fault.hang_step=5"
+  check "a NaN both ranks halt on: nonfinite, not a crash of their launcher (exit 1)" \
+    '[f["kind"] for f in d["failures"] if f.get("severity") != "warning"] == ["nonfinite"]' \
+    "$runs --set fault.nan_step=5 --set fault.nan_layer=blocks.0.attn"
   check "rank 1's SIGSEGV, named" \
     '[(f["kind"], f["step"], f["rank"]) for f in d["failures"] if f.get("severity") != "warning"] == [("crash", 5, 1)]' \
     "$runs --set fault.crash_rank=1 --set fault.crash_step=5"

@@ -7,7 +7,8 @@ MASTER_PORT (torchrun's defaults, 127.0.0.1 and 29500, unless given). Debian's t
 use this one. It forwards SIGTERM and SIGUSR1 and exits with the first non-zero status.
 With --sessions it does what torchrun 2.x does instead: each rank in a session of its own (out
 of reach of signals to the launcher's group), SIGTERM forwarded, SIGUSR1 left to its default
-action, which ends the launcher and leaves its ranks behind.
+action, which ends the launcher and leaves its ranks behind, and exit status 1 whatever a
+failed rank's was.
 
     spawn_ranks.py --nproc_per_node N [--nnodes M --node_rank K --master_addr A
                    --master_port P] [--sessions] -- PROGRAM ARGS...
@@ -46,7 +47,8 @@ def main():
     for sig in (signal.SIGTERM,) if args.sessions else (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, lambda number, _: [c.send_signal(number) for c in children])
     codes = [child.wait() for child in children]
-    sys.exit(next((code if code > 0 else 128 - code for code in codes if code), 0))
+    failed = next((code if code > 0 else 128 - code for code in codes if code), 0)
+    sys.exit(1 if args.sessions and failed else failed)
 
 
 if __name__ == "__main__":
