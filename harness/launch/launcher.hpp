@@ -78,7 +78,7 @@ class Launcher {
   // Starts every rank; a rank that cannot be started at all is an InfraError.
   virtual std::unique_ptr<RunningTrial> launch(const std::vector<RankLaunch>& ranks) = 0;
   // How many nodes a trial of `ranks` ranks spans: a trainer that starts its own ranks gets one
-  // launcher process per node. A UserError when they cannot be spread evenly.
+  // launcher process per node (rank_launches' check_node_split says whether they split evenly).
   virtual int nodes_for(int ranks) const {
     (void)ranks;
     return 1;

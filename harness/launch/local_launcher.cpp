@@ -45,6 +45,7 @@ class LocalTrial : public RunningTrial {
   explicit LocalTrial(const std::vector<RankLaunch>& ranks) {
     for (const auto& rank : ranks) {
       status_.emplace_back();
+      launchers_.push_back(rank.starts_ranks > 0);
       if (rank.argv.empty()) {  // runs inside the process of a launch before it
         children_.push_back(nullptr);
         continue;
@@ -54,8 +55,6 @@ class LocalTrial : public RunningTrial {
       spec.env = rank.env;
       spec.output_path = rank.log_path;
       spec.cwd = rank.cwd;
-      launchers_.resize(children_.size() + 1);
-      launchers_.back() = rank.starts_ranks > 0;
       try {
         children_.push_back(std::make_unique<ChildProcess>(spec));
       } catch (const InfraError& error) {
@@ -134,7 +133,7 @@ class LocalTrial : public RunningTrial {
     status_[i].ended = exit->ended;
   }
 
-  bool is_launcher(size_t i) const { return i < launchers_.size() && launchers_[i]; }
+  bool is_launcher(size_t i) const { return launchers_[i]; }
 
   std::vector<std::unique_ptr<ChildProcess>> children_;
   std::vector<bool> launchers_;  // by rank: its process starts ranks itself (torchrun)

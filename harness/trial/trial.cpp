@@ -141,18 +141,23 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
          "killed by SIGKILL, not by faultline: the kernel's OOM killer is the usual cause"});
     return;
   }
+  const auto& status = result.ranks.at(crash.rank);
   const auto& end = result.ends.at(crash.rank);
-  std::string how = how_it_died(result.ranks.at(crash.rank), end);
-  if (crash.launcher_of)
-    // Its launcher's status is not the rank's own: say whose it is.
-    how = fmt::format(
-        "{}; the launcher of ranks {}-{} {}",
-        !end.error.empty() ? "ended after an error: " + end.error + " (its end event)"
-        : end.status ? fmt::format("ended with status {} (its end event)", to_string(*end.status))
-                     : fmt::format("stopped after step {} without an end event",
-                                   result.last_step.at(crash.rank)),
-        crash.launcher_of->first, crash.launcher_of->second,
-        how_it_died(result.ranks.at(crash.rank), {}));
+  std::string how;
+  if (!crash.launcher_of) {
+    how = how_it_died(status, end);
+  } else {
+    // Its launcher's status is not the rank's own: what the rank said, then whose status it is.
+    if (!end.error.empty())
+      how = fmt::format("ended after an error: {} (its end event)", end.error);
+    else if (end.status)
+      how = fmt::format("ended with status {} (its end event)", to_string(*end.status));
+    else
+      how = fmt::format("stopped after step {} without an end event",
+                        result.last_step.at(crash.rank));
+    how += fmt::format("; the launcher of ranks {}-{} {}", crash.launcher_of->first,
+                       crash.launcher_of->second, how_it_died(status, {}));
+  }
   failures.push_back(
       {detectors::FailureKind::Crash, crash.step, crash.rank,
        "rank " + std::to_string(crash.rank) + " " + how + stacks_of_rank(ranks.at(crash.rank))});

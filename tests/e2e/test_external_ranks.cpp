@@ -188,8 +188,8 @@ TEST(ExternalTrainer, ALauncherThatStartsItsOwnRanksIsOneProcessWithARecordStrea
   // Rank 1 dies (SIGSEGV) and the launcher exits with rank 0's code, rank 0 having lost its
   // peer: the crash is rank 1's, the one that wrote no end event.
   auto crashed =
-      faultline_cli({"train", "-c", recipe, "--ranks", "2", "--set", "train.steps=10", "--set",
-                     "fault.crash_rank=1", "--set", "fault.crash_step=5", "--json"},
+      faultline_cli(with_sets({"train", "-c", recipe, "--ranks", "2", "--json"},
+                              {"train.steps=10", "fault.crash_rank=1", "fault.crash_step=5"}),
                     dir);
   EXPECT_EQ(crashed.result.exit_code, 1) << crashed.result.output;
   ASSERT_EQ(failing_kinds_of(crashed.doc.at("failures")), std::vector<std::string>{"crash"})
@@ -213,10 +213,10 @@ TEST(ExternalTrainer, ALauncherThatPutsItsRanksInSessionsOfTheirOwnLeavesNoneBeh
 
   // It exits 1 whatever its ranks did: ranks that halted on a NaN (exit 3, their end events say
   // nonfinite) are a nonfinite failure, not a crash.
-  auto nan =
-      faultline_cli({"train", "-c", recipe, "--ranks", "2", "--set", "train.steps=10", "--set",
-                     "fault.nan_step=5", "--set", "fault.nan_layer=blocks.0.attn", "--json"},
-                    dir);
+  auto nan = faultline_cli(
+      with_sets({"train", "-c", recipe, "--ranks", "2", "--json"},
+                {"train.steps=10", "fault.nan_step=5", "fault.nan_layer=blocks.0.attn"}),
+      dir);
   EXPECT_EQ(nan.result.exit_code, 1) << nan.result.output;
   EXPECT_EQ(failing_kinds_of(nan.doc.at("failures")), std::vector<std::string>{"nonfinite"})
       << nan.doc.dump();

@@ -268,8 +268,8 @@ TEST(Slurm, ALauncherThatStartsItsOwnRanksRunsOncePerNode) {
   // running (here the virtual nodes' processes are this machine's).
   EXPECT_EQ(processes_left_mentioning(dir + "/runs/"), 0);
 
-  // Rank 2 dies: every launcher ends with its ranks' first failing code, and the crash is the
-  // rank that wrote no end event.
+  // Rank 2 dies: every launcher exits 1 (as torchrun does), and the crash is the rank that wrote
+  // no end event.
   auto crashed = on_slurm({"train", "-c", recipe, "--ranks", "4"},
                           with(two_nodes, {"fault.crash_rank=2", "fault.crash_step=5"}), dir);
   EXPECT_EQ(crashed.result.exit_code, 1) << crashed.result.output;
