@@ -21,7 +21,8 @@ constexpr std::pair<ExportFormat, const char*> kFormats[] = {{ExportFormat::Csv,
                                                              {ExportFormat::Jsonl, "jsonl"}};
 constexpr std::pair<ExportWhat, const char*> kWhats[] = {{ExportWhat::Metrics, "metrics"},
                                                          {ExportWhat::Trials, "trials"},
-                                                         {ExportWhat::Events, "events"}};
+                                                         {ExportWhat::Events, "events"},
+                                                         {ExportWhat::Gpu, "gpu"}};
 
 // JSON holds no NaN: the protocol's own spelling, as a string.
 json json_number(double value) {
@@ -93,6 +94,25 @@ std::string step_csv(int64_t run_id, const StepRecord& s) {
                                           s.skipped ? "1" : "0",
                                           csv_optional(s.loss_scale)};
   return fmt::format("{}", fmt::join(cells, ","));
+}
+
+// A gpu record's columns in order, with their values: one list for both formats.
+std::vector<std::pair<const char*, json>> gpu_columns(int64_t run_id, const GpuRecord& g) {
+  return {{"run_id", run_id},
+          {"rank", g.rank},
+          {"t", json_number(g.t)},
+          {"device", g.device},
+          {"unix_t0", json_number(g.unix_t0)},
+          {"unix_t1", json_number(g.unix_t1)},
+          {"busy_ms", json_number(g.busy_ms)},
+          {"compute_ms", json_number(g.compute_ms)},
+          {"nccl_ms", json_number(g.nccl_ms)},
+          {"overlap_ms", json_number(g.overlap_ms)},
+          {"memcpy_ms", json_number(g.memcpy_ms)},
+          {"idle_ms", json_number(g.idle_ms)},
+          {"max_gap_ms", json_number(g.max_gap_ms)},
+          {"kernels", g.kernels},
+          {"nccl_kernels", g.nccl_kernels}};
 }
 
 json parsed_or_text(const std::string& text) {
@@ -203,6 +223,28 @@ void write_trials(std::ostream& out, ExportFormat format, const std::vector<Tria
                 {"config_path", run.config_path}}
                .dump()
         << '\n';
+  }
+}
+
+void write_gpu(std::ostream& out, ExportFormat format, int64_t run_id,
+               const std::vector<GpuRecord>& intervals) {
+  if (format == ExportFormat::Csv) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : gpu_columns(run_id, GpuRecord{})) names.push_back(name);
+    out << fmt::format("{}\n", fmt::join(names, ","));
+  }
+  for (const auto& interval : intervals) {
+    const auto columns = gpu_columns(run_id, interval);
+    if (format == ExportFormat::Jsonl) {
+      out << json(json::object_t(columns.begin(), columns.end())).dump() << '\n';
+      continue;
+    }
+    std::vector<std::string> cells;
+    for (const auto& [name, value] : columns)
+      cells.push_back(value.is_number_float() ? csv_number(value.get<double>())
+                      : value.is_string()     ? value.get<std::string>()  // nan, inf
+                                              : value.dump());
+    out << fmt::format("{}\n", fmt::join(cells, ","));
   }
 }
 

@@ -15,7 +15,7 @@
 namespace faultline::harness {
 
 enum class ExportFormat { Csv, Jsonl };
-enum class ExportWhat { Metrics, Trials, Events };
+enum class ExportWhat { Metrics, Trials, Events, Gpu };
 
 const char* to_string(ExportFormat format);
 const char* to_string(ExportWhat what);
@@ -36,6 +36,10 @@ void write_metrics(std::ostream& out, ExportFormat format, int64_t run_id,
 void write_events(std::ostream& out, ExportFormat format, int64_t run_id,
                   const std::vector<EventRecord>& events,
                   const std::vector<AnomalyRecord>& anomalies);
+
+// Its gpu records (the CUPTI probe's intervals), by rank, as stored.
+void write_gpu(std::ostream& out, ExportFormat format, int64_t run_id,
+               const std::vector<GpuRecord>& intervals);
 
 // One trial: its run and the spec and outcome the trial cache stored for it (or none).
 struct TrialRow {

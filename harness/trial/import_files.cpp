@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/event_names.hpp"
 #include "harness/launch/hang_report.hpp"
+#include "harness/launch/supervisor.hpp"
 
 namespace faultline::harness {
 
@@ -72,6 +73,22 @@ bool may_restart(const std::string& path, bool log) {
   for (std::string line; std::getline(in, line);)
     if (line.find("\"start\"") != std::string::npos && ++starts > 1) return true;
   return false;
+}
+
+// The CUPTI probe's file beside a rank's metrics (a run with --cupti, or a job that loaded the
+// probe itself): its gpu records, which no restart supersedes (they name no step; the join with
+// the steps goes by time). None: a run without the probe.
+template <typename Keep>
+void read_gpu_records(const std::string& path, RankFile& file, Keep& kept) {
+  std::ifstream in(path, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto parsed = parse_metrics_line(line);
+    if (parsed.status == ParseStatus::Malformed)
+      file.malformed.emplace_back(line, parsed.error + " (" + path + ")");
+    else if (parsed.record && std::holds_alternative<GpuRecord>(*parsed.record))
+      kept(std::move(*parsed.record));
+  }
 }
 
 [[noreturn]] void throw_missing_file(const RunFiles& files, int rank) {
@@ -227,6 +244,7 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
     }
     kept(std::move(*parsed.record));
   }
+  if (!files.log) read_gpu_records(gpu_records_path(file.path), file, kept);
   // Of the records kept: a part a restart superseded may have gone further than the last one.
   for (const auto& record : file.records)
     if (const auto* step = std::get_if<StepRecord>(&record))

@@ -52,11 +52,13 @@ class IngestSink : public RecordSink {
       if (!anomalies_.empty()) store_.add_anomalies(run_id_, anomalies_);
       if (!events_.empty()) store_.add_events(run_id_, events_);
       if (!fingerprints_.empty()) store_.add_fingerprints(run_id_, fingerprints_);
+      if (!gpu_.empty()) store_.add_gpu_records(run_id_, gpu_);
     });
     steps_.clear();
     anomalies_.clear();
     events_.clear();
     fingerprints_.clear();
+    gpu_.clear();
     buffered_ = 0;
   }
 
@@ -65,8 +67,7 @@ class IngestSink : public RecordSink {
   void add(const AnomalyRecord& r) { anomalies_.push_back(r); }
   void add(const EventRecord& r) { events_.push_back(r); }
   void add(const FingerprintRecord& r) { fingerprints_.push_back(r); }
-  // gpu records are judged (the detectors join them with the steps), not stored.
-  void add(const GpuRecord&) {}
+  void add(const GpuRecord& r) { gpu_.push_back(r); }
 
   // A malformed line may be any bytes; what is kept must be valid text (JSON, the terminal).
   static std::string printable(std::string text) {
@@ -84,6 +85,7 @@ class IngestSink : public RecordSink {
   std::vector<AnomalyRecord> anomalies_;
   std::vector<EventRecord> events_;
   std::vector<FingerprintRecord> fingerprints_;
+  std::vector<GpuRecord> gpu_;
   int buffered_ = 0;
 };
 

@@ -2,9 +2,7 @@
 // A GPU that sits idle while the step's data phase runs is data_stall evidence measured on the
 // device; a rank whose NCCL kernels take far longer than its peers' is slow_comm.
 #include <map>
-#include <nlohmann/json.hpp>
 
-#include "common/event_names.hpp"
 #include "probes/detectors/detectors.hpp"
 #include "probes/detectors/gpu_time.hpp"
 #include "probes/detectors/stats.hpp"
@@ -19,14 +17,7 @@ class GpuDetector : public Detector {
 
   void observe(const StepRecord& r) override { join_.add(r); }
   void observe(const GpuRecord& r) override { join_.add(r); }
-  void observe(const EventRecord& r) override {
-    if (r.name != kStartEvent) return;
-    const auto fields = nlohmann::json::parse(r.json, nullptr, false);
-    if (!fields.is_object()) return;
-    const auto unix_time = fields.find("unix_time");
-    if (unix_time != fields.end() && unix_time->is_number())
-      join_.anchor(r.rank, r.t, unix_time->get<double>());
-  }
+  void observe(const EventRecord& r) override { join_.add(r); }
 
   void judge(Findings& out, bool final) const override {
     if (!final || !join_.has_gpu_records()) return;

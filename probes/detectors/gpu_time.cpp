@@ -2,6 +2,9 @@
 #include "probes/detectors/gpu_time.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/event_names.hpp"
 
 namespace faultline::detectors {
 
@@ -13,6 +16,15 @@ double overlap_s(double a0, double a1, double b0, double b1) {
 
 void GpuStepJoin::anchor(int rank, double t, double unix_time) {
   anchors_[rank] = {t, unix_time};
+}
+
+void GpuStepJoin::add(const EventRecord& event) {
+  if (event.name != kStartEvent) return;
+  const auto fields = nlohmann::json::parse(event.json, nullptr, false);
+  if (!fields.is_object()) return;
+  const auto unix_time = fields.find("unix_time");
+  if (unix_time != fields.end() && unix_time->is_number())
+    anchor(event.rank, event.t, unix_time->get<double>());
 }
 
 void GpuStepJoin::add(const StepRecord& step) {

@@ -25,6 +25,9 @@ class GpuStepJoin {
  public:
   // The instant a rank's record time `t` was `unix_time` (its start event).
   void anchor(int rank, double t, double unix_time);
+  // A rank's start event anchors it through its `unix_time`; other events, and a start without
+  // one (a trainer that does not write it), do nothing.
+  void add(const EventRecord& event);
   void add(const StepRecord& step);
   void add(const GpuRecord& gpu);
   bool has_gpu_records() const { return !gpu_.empty(); }

@@ -85,6 +85,9 @@ void write_export(const store::Store& store, const ExportArgs& args, std::ostrea
       harness::write_events(out, format, records_of, store.events(records_of),
                             store.anomalies(records_of));
       return;
+    case harness::ExportWhat::Gpu:
+      harness::write_gpu(out, format, records_of, store.gpu_records(records_of));
+      return;
     case harness::ExportWhat::Trials: {
       std::vector<harness::TrialRow> rows;
       for (const auto& run : runs) {
@@ -187,8 +190,10 @@ void add_export_commands(CLI::App& app) {
       "and rank");
   command->add_option("ID", args->id, "run id, or finding id such as F3")->required();
   command->add_option("--format", args->format, "csv (default) or jsonl");
-  command->add_option("--what", args->what,
-                      "metrics (default: step records), trials (a finding's search), or events");
+  command->add_option(
+      "--what", args->what,
+      "metrics (default: step records), trials (a finding's search), events, or gpu "
+      "(the CUPTI probe's intervals)");
   command->add_option("-o,--output", args->output, "write to this file (default: stdout)");
   add_store_options(*command);
   command->callback([args] { run_export(*args); });

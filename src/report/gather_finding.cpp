@@ -15,6 +15,7 @@
 #include "harness/trial/trial.hpp"
 #include "probes/detectors/failure_kind.hpp"
 #include "report/gather_parts.hpp"
+#include "report/gpu_figures.hpp"
 #include "report/headline.hpp"
 #include "report/plot_data.hpp"
 #include "report/rank_plot.hpp"
@@ -287,6 +288,7 @@ Report gather_finding(const store::Store& store, int64_t finding_id, const Gathe
       detectors::FailureKind::RankDivergence)
     if (auto plot = rank_fingerprint_plot(store, failing_run, evidence))
       report.plots.insert(report.plots.begin(), std::move(*plot));
+  add_gpu_time(report, store, failing_run);
   return report;
 }
 

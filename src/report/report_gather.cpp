@@ -10,6 +10,7 @@
 #include "common/text.hpp"
 #include "probes/detectors/failure_kind.hpp"
 #include "report/gather_parts.hpp"
+#include "report/gpu_figures.hpp"
 #include "report/headline.hpp"
 #include "report/plot_data.hpp"
 
@@ -99,6 +100,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   const auto band = reference_band(store, run, options, report.notes);
   report.loss = records.rank_loss(report.failed ? failing->rank : -1);
   report.plots = metric_plots(curves, {}, band);
+  add_gpu_time(report, store, run_id);
   return report;
 }
 

@@ -134,6 +134,8 @@ std::string render_html(const Report& report) {
   if (!report.rank_evidence.rows.empty())
     html += card("Per-rank evidence", table_html(report.rank_evidence), "wide");
   if (!report.failures.rows.empty()) html += card("Failures", table_html(report.failures), "wide");
+  if (!report.gpu_time.rows.empty())
+    html += card("GPU per step, medians (CUPTI probe)", table_html(report.gpu_time), "wide");
   if (finding) {
     html += card("Config culprit", config_diff_html(report), "wide");
     if (!report.timeline.empty())

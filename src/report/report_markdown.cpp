@@ -74,6 +74,10 @@ std::string render_markdown(const Report& report) {
   }
   table(out, report.rank_evidence);
   table(out, report.failures);
+  if (!report.gpu_time.rows.empty()) {
+    out += "GPU per step, medians (CUPTI probe):\n\n";
+    table(out, report.gpu_time);
+  }
   if (finding && !report.config_culprit.empty()) {
     out += "Config culprit (baseline → failing):\n\n```diff\n";
     for (const auto& change : report.config_culprit)

@@ -66,6 +66,7 @@ struct Report {
   std::vector<Fact> location;  // step, phase, module, samples, shards, rank, host
   std::string detail_block;    // the lines of the detail below its first (a hang's stacks)
   Table rank_evidence;         // per-rank verdicts and timings (empty: none)
+  Table gpu_time;  // per rank, what its GPU did per step (the CUPTI probe's records; empty: none)
   std::vector<ConfigChange> config_culprit;
   bool has_baseline = false;  // config_culprit is meaningful
   std::vector<TrialRow> timeline;

@@ -8,7 +8,7 @@ namespace faultline::store {
 
 struct Store::Cache {
   std::string path;  // the statements' copy: it stays put when the Store is moved
-  detail::Statement insert_step, insert_anomaly, insert_event, insert_fingerprint;
+  detail::Statement insert_step, insert_anomaly, insert_event, insert_fingerprint, insert_gpu;
 };
 
 }  // namespace faultline::store

@@ -127,4 +127,28 @@ void Store::add_fingerprints(int64_t run_id, const std::vector<FingerprintRecord
   transaction.commit();
 }
 
+void Store::add_gpu_records(int64_t run_id, const std::vector<GpuRecord>& intervals) {
+  if (intervals.empty()) return;
+  detail::Transaction transaction(db_, path_, tx_depth_);
+  Statement& insert =
+      prepared(cache_->insert_gpu, db_, cache_->path,
+               "INSERT INTO gpu_intervals (run_id, rank, t, device, unix_t0, unix_t1, busy_ms, "
+               "compute_ms, nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, "
+               "nccl_kernels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const GpuRecord& gpu : intervals) {
+    insert.bind(1, run_id);
+    insert.bind(2, gpu.rank);
+    bind_real(insert, 3, gpu.t);
+    insert.bind(4, gpu.device);
+    int column = 5;
+    for (double value : {gpu.unix_t0, gpu.unix_t1, gpu.busy_ms, gpu.compute_ms, gpu.nccl_ms,
+                         gpu.overlap_ms, gpu.memcpy_ms, gpu.idle_ms, gpu.max_gap_ms})
+      bind_real(insert, column++, value);
+    insert.bind(14, gpu.kernels);
+    insert.bind(15, gpu.nccl_kernels);
+    insert.run();
+  }
+  transaction.commit();
+}
+
 }  // namespace faultline::store

@@ -1,4 +1,4 @@
-// Reading a run's metrics back: step, anomaly, event and fingerprint records, and the summary
+// Reading a run's metrics back: step, anomaly, event, fingerprint and gpu records, and the summary
 // that `faultline runs` and the smoke gate print.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -216,6 +216,35 @@ std::vector<FingerprintRecord> Store::fingerprints(int64_t run_id) const {
                             decode_reals(query.text(6))});
   }
   return fingerprints;
+}
+
+std::vector<GpuRecord> Store::gpu_records(int64_t run_id) const {
+  Statement query(db_, path_,
+                  "SELECT rank, t, device, unix_t0, unix_t1, busy_ms, compute_ms, nccl_ms, "
+                  "overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, nccl_kernels "
+                  "FROM gpu_intervals WHERE run_id = ? ORDER BY rank, id");
+  query.bind(1, run_id);
+  std::vector<GpuRecord> intervals;
+  while (query.step()) {
+    GpuRecord gpu;
+    gpu.rank = static_cast<int>(query.int64(0));
+    gpu.t = read_real(query, 1);
+    gpu.device = static_cast<int>(query.int64(2));
+    int column = 3;
+    for (double* value : {&gpu.unix_t0, &gpu.unix_t1, &gpu.busy_ms, &gpu.compute_ms, &gpu.nccl_ms,
+                          &gpu.overlap_ms, &gpu.memcpy_ms, &gpu.idle_ms, &gpu.max_gap_ms})
+      *value = read_real(query, column++);
+    gpu.kernels = query.int64(12);
+    gpu.nccl_kernels = query.int64(13);
+    intervals.push_back(gpu);
+  }
+  return intervals;
+}
+
+bool Store::has_gpu_records(int64_t run_id) const {
+  Statement query(db_, path_, "SELECT 1 FROM gpu_intervals WHERE run_id = ? LIMIT 1");
+  query.bind(1, run_id);
+  return query.step();
 }
 
 MetricsSummary Store::summarize(int64_t run_id) const {

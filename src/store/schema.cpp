@@ -1,4 +1,4 @@
-// Schema versions 1 to 8, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 9, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -211,6 +211,25 @@ ALTER TABLE metrics_v8 RENAME TO metrics;
 CREATE INDEX metrics_by_run_rank_step ON metrics(run_id, rank, step);
 )sql";
 
+// Version 9: the CUPTI probe's gpu records (one per device and short interval), stored as the
+// trainer's other records are: they were judged and dropped, so a report could not show what
+// the GPU did per step. They are joined with the steps when read (probes/detectors/gpu_time.hpp),
+// through each rank's start event.
+const char* const kVersion9 = R"sql(
+CREATE TABLE gpu_intervals (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  rank INTEGER NOT NULL,
+  t,
+  device INTEGER NOT NULL DEFAULT 0,
+  unix_t0, unix_t1,                                    -- Unix seconds
+  busy_ms, compute_ms, nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms,
+  kernels INTEGER NOT NULL DEFAULT 0,
+  nccl_kernels INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX gpu_intervals_by_run ON gpu_intervals(run_id, rank);
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -240,8 +259,9 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                                 kVersion5, kVersion6, kVersion7, kVersion8};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3,
+                                                 kVersion4, kVersion5, kVersion6,
+                                                 kVersion7, kVersion8, kVersion9};
   return steps;
 }
 

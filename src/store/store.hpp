@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -155,6 +155,7 @@ class Store {
   void add_anomalies(int64_t run_id, const std::vector<AnomalyRecord>& anomalies);
   void add_events(int64_t run_id, const std::vector<EventRecord>& events);
   void add_fingerprints(int64_t run_id, const std::vector<FingerprintRecord>& fingerprints);
+  void add_gpu_records(int64_t run_id, const std::vector<GpuRecord>& intervals);
 
   // Runs `writes` (calls of this handle) in one transaction, e.g. one ingest poll's steps,
   // anomalies and events; nothing of it is stored if it throws. May nest (savepoints).
@@ -188,6 +189,8 @@ class Store {
   // rank, which a caller after its start or checkpoint events should not load).
   std::vector<EventRecord> events(int64_t run_id, const std::vector<std::string>& names) const;
   std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;  // insertion order
+  std::vector<GpuRecord> gpu_records(int64_t run_id) const;           // by rank, then insertion
+  bool has_gpu_records(int64_t run_id) const;
   MetricsSummary summarize(int64_t run_id) const;
 
   // Trial cache. put_trial inserts, or replaces the outcome and run of the same spec_hash.

@@ -3,8 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "support/cli.hpp"
 
@@ -101,3 +106,75 @@ TEST_F(Report, UnknownSubjectsAreUsageErrors) {
 }
 
 }  // namespace
+
+// The CUPTI probe needs a GPU; beside a real run's metrics, the file it would have written
+// (10 ms intervals over the run, each 60 % compute, 10 % NCCL, 30 % idle) is imported with the
+// run, and the report shows what the GPU did per step: every step's share is the intervals'.
+TEST(ReportGpu, AnImportedRunsGpuRecordsAreItsReportsGpuTableAndPlot) {
+  const std::string dir = make_temp_dir("report-gpu");
+  auto train = faultline_cli({"train", "-c", kMicro, "--steps", "12", "--json"}, dir, 300);
+  ASSERT_EQ(train.result.exit_code, 0) << train.result.output;
+  const std::string job = dir + "/job";
+  std::filesystem::create_directories(job);
+  const std::string metrics = read_text(dir + "/runs/run-1/metrics.rank0.jsonl");
+  std::ofstream(job + "/metrics.rank0.jsonl") << metrics;
+  double unix_start = 0, t_start = 0, t_last = 0;
+  std::vector<double> step_ms;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("name", "") == "start") {
+      unix_start = record.at("unix_time").get<double>();
+      t_start = record.at("t").get<double>();
+    } else if (record.at("type") == "step") {
+      t_last = record.at("t").get<double>();
+      step_ms.push_back(record.at("step_ms").get<double>());
+    }
+  }
+  ASSERT_GT(unix_start, 0) << metrics;
+  ASSERT_EQ(step_ms.size(), 12u);
+  std::ofstream gpu(job + "/metrics.rank0.jsonl.gpu.jsonl");
+  size_t intervals = 0;
+  for (double t0 = unix_start - 0.5; t0 < unix_start + (t_last - t_start) + 0.5; t0 += 0.01) {
+    gpu << nlohmann::json{{"v", 1},       {"type", "gpu"},   {"rank", 0},
+                          {"t", 0},       {"unix_t0", t0},   {"unix_t1", t0 + 0.01},
+                          {"busy_ms", 7}, {"compute_ms", 6}, {"nccl_ms", 1},
+                          {"idle_ms", 3}, {"kernels", 40},   {"nccl_kernels", 1}}
+               .dump()
+        << "\n";
+    ++intervals;
+  }
+  gpu.close();
+  auto imported = faultline_cli({"import", job, "--json"}, dir, 120);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  const std::string run = std::to_string(imported.doc.at("run_id").get<int64_t>());
+  const std::string html = dir + "/gpu.html";
+  auto report = faultline_cli({"report", run, "--html", html, "--md", "-"}, dir);
+  ASSERT_EQ(report.result.exit_code, 0) << report.result.output;
+  const std::string& md = report.result.output;
+  const std::string header = "GPU per step, medians (CUPTI probe):\n\n| rank | steps | step ms |";
+  ASSERT_THAT(md, HasSubstr(header));
+  const auto row_at = md.find("\n| 0 | 12 | ", md.find(header));
+  ASSERT_NE(row_at, std::string::npos) << md;
+  // | 0 | 12 | step | compute | NCCL | idle | idle while data loads | covered |
+  std::vector<std::string> cells;
+  std::istringstream row(md.substr(row_at + 1, md.find('\n', row_at + 1) - row_at - 1));
+  for (std::string cell; std::getline(row, cell, '|');)
+    if (cell.find_first_not_of(' ') != std::string::npos) cells.push_back(cell);
+  ASSERT_EQ(cells.size(), 8u) << md;
+  std::sort(step_ms.begin(), step_ms.end());
+  const double median_ms = (step_ms[5] + step_ms[6]) / 2;
+  EXPECT_NEAR(std::stod(cells[2]), median_ms, 0.051);
+  EXPECT_NEAR(std::stod(cells[3]), 0.6 * median_ms, 0.051 + 0.01 * median_ms);
+  EXPECT_NEAR(std::stod(cells[4]), 0.1 * median_ms, 0.051 + 0.01 * median_ms);
+  EXPECT_NEAR(std::stod(cells[5]), 0.3 * median_ms, 0.051 + 0.01 * median_ms);
+  EXPECT_THAT(cells[7], HasSubstr("100%"));
+  const std::string page = read_text(html);
+  EXPECT_THAT(page, HasSubstr("GPU per step, medians (CUPTI probe)"));
+  EXPECT_THAT(page, HasSubstr(R"("id":"gpu_time")"));
+  // And as stored, one row per interval.
+  auto exported = faultline_cli({"export", run, "--what", "gpu"}, dir);
+  ASSERT_EQ(exported.result.exit_code, 0) << exported.result.output;
+  EXPECT_EQ(std::count(exported.result.output.begin(), exported.result.output.end(), '\n'),
+            static_cast<long>(intervals + 1));
+}

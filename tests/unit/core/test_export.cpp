@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -95,6 +96,30 @@ TEST(Export, EventsKeepTheirRecordAndAnomaliesComeAfter) {
   EXPECT_EQ(rows[2].rfind("3,anomaly,0,0,9,nonfinite,", 0), 0u);
   const auto first = nlohmann::json::parse(split(jsonl.str(), '\n').front());
   EXPECT_EQ(first.at("record").at("path"), "a,b");
+}
+
+TEST(Export, GpuRecordsAreOneRowPerIntervalWithEveryFigure) {
+  GpuRecord interval{1, 2.5, 0, 1.7e9 + 0.125, 1.7e9 + 0.225};
+  interval.busy_ms = 80;
+  interval.compute_ms = 62.5;
+  interval.nccl_ms = std::nan("");
+  interval.idle_ms = 20;
+  interval.kernels = 140;
+  interval.nccl_kernels = 4;
+  std::ostringstream csv, jsonl;
+  write_gpu(csv, ExportFormat::Csv, 3, {interval});
+  write_gpu(jsonl, ExportFormat::Jsonl, 3, {interval});
+  const auto rows = split(csv.str(), '\n');
+  ASSERT_EQ(rows.size(), 3u);  // and the empty text after the last line break
+  EXPECT_EQ(rows[0],
+            "run_id,rank,t,device,unix_t0,unix_t1,busy_ms,compute_ms,nccl_ms,overlap_ms,memcpy_ms,"
+            "idle_ms,max_gap_ms,kernels,nccl_kernels");
+  EXPECT_EQ(rows[1], "3,1,2.5,0,1700000000.125,1700000000.225,80,62.5,nan,0,0,20,0,140,4");
+  const auto line = nlohmann::json::parse(split(jsonl.str(), '\n').front());
+  EXPECT_EQ(line.at("unix_t0").get<double>(), 1.7e9 + 0.125);
+  EXPECT_EQ(line.at("nccl_ms"), "nan");
+  EXPECT_EQ(line.at("kernels"), 140);
+  EXPECT_EQ(line.size(), 15u);
 }
 
 TEST(Export, FormatsAndWhatsHaveOneNameEach) {

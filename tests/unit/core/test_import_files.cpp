@@ -165,6 +165,36 @@ TEST(ImportFiles, ALastRecordCutOffMidLineIsMarkedNotRefused) {
   EXPECT_EQ(whole.last_step, 4);
 }
 
+// A run with the CUPTI probe has a second file per rank: its gpu records are imported with the
+// rank's records, whether the file is streamed or held for a restart; a bad line is malformed.
+TEST(ImportFiles, TheProbesGpuRecordsBesideAMetricsFileAreKept) {
+  ScratchDir dir;
+  std::string once = line({{"type", "event"}, {"name", "start"}, {"unix_time", 1.7e9}});
+  for (int64_t s = 1; s <= 2; ++s) once += step(s);
+  write_file(dir.file("metrics.rank0.jsonl"), once);
+  write_file(dir.file("metrics.rank1.jsonl"), once + line({{"type", "event"}, {"name", "start"}}));
+  const std::string interval =
+      line({{"type", "gpu"}, {"unix_t0", 1.7e9}, {"unix_t1", 1.7e9 + 0.1}, {"busy_ms", 80}});
+  for (int rank : {0, 1})
+    write_file(dir.file(fmt::format("metrics.rank{}.jsonl.gpu.jsonl", rank)),
+               interval + "{not json\n" + interval);
+  const auto files = find_run_files(dir.path(), 0, nullptr);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);  // rank 1's file may hold a restart: it is held, then passed on
+    std::vector<double> busy;
+    const RankFile file = read_rank_file(files, rank, [&](const MetricsRecord& record) {
+      if (const auto* gpu = std::get_if<GpuRecord>(&record)) busy.push_back(gpu->busy_ms);
+    });
+    EXPECT_EQ(busy, (std::vector<double>{80, 80}));
+    ASSERT_EQ(file.malformed.size(), 1u);
+    EXPECT_NE(
+        file.malformed[0].second.find("metrics.rank" + std::to_string(rank) + ".jsonl.gpu.jsonl"),
+        std::string::npos)
+        << file.malformed[0].second;
+    EXPECT_EQ(file.last_step, 2);
+  }
+}
+
 TEST(ImportFiles, ALogRestartedIntoTheSameFileIsSplitWhereItsStepGoesBack) {
   ScratchDir dir;
   // A requeued job appends to its log: 1..7, then again from the checkpoint of step 4: 5..9.

@@ -1,5 +1,5 @@
-// Tests for src/store (ingest.cpp, queries.cpp, real_codec.cpp): metrics records in and out,
-// bit-exact non-finite numbers, ordering. Summaries and handles: test_store_summary.cpp.
+// Tests for src/store (ingest.cpp, queries.cpp, real_codec.cpp): metrics and gpu records in and
+// out, bit-exact non-finite numbers, ordering. Summaries and handles: test_store_summary.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -301,6 +301,67 @@ TEST(StoreMetrics, FingerprintLinesKeepNormAndSketch) {
   ASSERT_EQ(bare.status, ParseStatus::Ok) << bare.error;
   EXPECT_FALSE(std::get<FingerprintRecord>(*bare.record).norm.has_value());
   EXPECT_TRUE(std::get<FingerprintRecord>(*bare.record).sketch.empty());
+}
+
+// The CUPTI probe's intervals are kept (version 9): a report joins them with the steps later.
+TEST(StoreMetrics, GpuRecordsRoundTripByRankAndAVersion8FileGetsTheTable) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  int64_t run = 0;
+  {
+    Store store = Store::open(path);
+    run = store.create_run(RunInfo{});
+    store.add_steps(run, {step_record(0, 1, 3.0)});
+  }
+  downgrade_store(path, 8);
+  Store store = Store::open(path);
+  EXPECT_EQ(store.schema_version(), kSchemaVersion);
+  EXPECT_EQ(store.steps(run).size(), 1u) << "the version-8 file keeps its steps";
+  EXPECT_FALSE(store.has_gpu_records(run));
+  GpuRecord second;
+  second.rank = 1;
+  second.t = 0.5;
+  second.device = 3;
+  second.unix_t0 = 1.7e9 + 0.125;
+  second.unix_t1 = 1.7e9 + 0.225;
+  second.busy_ms = 80;
+  second.compute_ms = 60;
+  second.nccl_ms = 25;
+  second.overlap_ms = 5;
+  second.memcpy_ms = 2.5;
+  second.idle_ms = 20;
+  second.max_gap_ms = 12.5;
+  second.kernels = 140;
+  second.nccl_kernels = 4;
+  GpuRecord first = second;
+  first.rank = 0;
+  first.unix_t0 = 1.7e9 + 0.0625;
+  first.nccl_ms = std::numeric_limits<double>::quiet_NaN();  // a record is stored as it came
+  store.add_gpu_records(run, {second, first});
+  const int64_t other = store.create_run(RunInfo{});
+  store.add_gpu_records(other, {second});
+  EXPECT_TRUE(store.has_gpu_records(run));
+  const auto read = store.gpu_records(run);
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0].rank, 0) << "by rank";
+  EXPECT_EQ(bits(read[0].unix_t0), bits(first.unix_t0));
+  EXPECT_TRUE(std::isnan(read[0].nccl_ms));
+  const GpuRecord& back = read[1];
+  EXPECT_EQ(back.rank, 1);
+  EXPECT_EQ(back.t, 0.5);
+  EXPECT_EQ(back.device, 3);
+  EXPECT_EQ(bits(back.unix_t0), bits(second.unix_t0));
+  EXPECT_EQ(bits(back.unix_t1), bits(second.unix_t1));
+  EXPECT_EQ(back.busy_ms, 80);
+  EXPECT_EQ(back.compute_ms, 60);
+  EXPECT_EQ(back.nccl_ms, 25);
+  EXPECT_EQ(back.overlap_ms, 5);
+  EXPECT_EQ(back.memcpy_ms, 2.5);
+  EXPECT_EQ(back.idle_ms, 20);
+  EXPECT_EQ(back.max_gap_ms, 12.5);
+  EXPECT_EQ(back.kernels, 140);
+  EXPECT_EQ(back.nccl_kernels, 4);
+  EXPECT_EQ(store.gpu_records(other).size(), 1u);
 }
 
 }  // namespace

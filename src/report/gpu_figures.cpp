@@ -1,0 +1,107 @@
+// Stored gpu records → the report's GPU plot and per-rank table.
+#include "report/gpu_figures.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "common/event_names.hpp"
+#include "probes/detectors/stats.hpp"
+
+namespace faultline::report {
+
+using detectors::StepGpuTime;
+
+std::vector<StepGpuTime> stored_gpu_steps(const store::Store& store, int64_t run_id) {
+  if (!store.has_gpu_records(run_id)) return {};
+  detectors::GpuStepJoin join;
+  for (const auto& start : store.events(run_id, {kStartEvent})) join.add(start);
+  store.each_step(run_id, [&](const StepRecord& step) { join.add(step); });
+  for (const auto& interval : store.gpu_records(run_id)) join.add(interval);
+  return join.steps();
+}
+
+namespace {
+
+using Part = std::function<double(const StepGpuTime&)>;
+
+const std::vector<std::pair<const char*, Part>>& parts() {
+  static const std::vector<std::pair<const char*, Part>> drawn = {
+      {"compute", [](const StepGpuTime& s) { return s.compute_ms; }},
+      {"NCCL", [](const StepGpuTime& s) { return s.nccl_ms; }},
+      {"idle", [](const StepGpuTime& s) { return s.idle_ms; }},
+  };
+  return drawn;
+}
+
+std::map<int, std::vector<const StepGpuTime*>> by_rank(const std::vector<StepGpuTime>& steps) {
+  std::map<int, std::vector<const StepGpuTime*>> ranks;
+  for (const auto& step : steps) ranks[step.rank].push_back(&step);
+  return ranks;
+}
+
+double median_of(const std::vector<const StepGpuTime*>& steps, const Part& part) {
+  std::vector<double> values;
+  values.reserve(steps.size());
+  for (const auto* step : steps) values.push_back(part(*step));
+  return detectors::median(std::move(values));
+}
+
+std::string ms(double value) {
+  return fmt::format("{:.1f}", value);
+}
+
+}  // namespace
+
+std::optional<Plot> gpu_time_plot(const std::vector<StepGpuTime>& steps) {
+  if (steps.empty()) return std::nullopt;
+  Plot plot{"gpu_time", "GPU per step: compute / NCCL / idle (CUPTI)", "ms", {}};
+  const auto ranks = by_rank(steps);
+  for (const auto& [name, part] : parts())
+    for (const auto& [rank, own] : ranks) {
+      Series series{fmt::format("rank {} {}", rank, name), SeriesRole::Subject, {}, {}};
+      for (const auto* step : own) {
+        series.steps.push_back(step->step);
+        series.values.push_back(part(*step));
+      }
+      plot.series.push_back(std::move(series));
+    }
+  return plot;
+}
+
+Table gpu_time_table(const std::vector<StepGpuTime>& steps) {
+  Table table;
+  if (steps.empty()) return table;
+  table.columns = {
+      "rank",   "steps", "step ms", "compute ms", "NCCL ms", "idle ms", "idle while data loads ms",
+      "covered"};
+  for (const auto& [rank, own] : by_rank(steps)) {
+    const double covered =
+        median_of(own, [](const StepGpuTime& s) { return s.covered_ms / s.step_ms; });
+    table.rows.push_back(
+        {std::to_string(rank), std::to_string(own.size()),
+         ms(median_of(own, [](const StepGpuTime& s) { return s.step_ms; })),
+         ms(median_of(own, [](const StepGpuTime& s) { return s.compute_ms; })),
+         ms(median_of(own, [](const StepGpuTime& s) { return s.nccl_ms; })),
+         ms(median_of(own, [](const StepGpuTime& s) { return s.idle_ms; })),
+         ms(median_of(own, [](const StepGpuTime& s) { return s.idle_in_data_ms; })),
+         fmt::format("{:.0f}%", 100 * std::min(1.0, covered))});
+  }
+  return table;
+}
+
+void add_gpu_time(Report& report, const store::Store& store, int64_t run_id) {
+  const auto steps = stored_gpu_steps(store, run_id);
+  report.gpu_time = gpu_time_table(steps);
+  auto plot = gpu_time_plot(steps);
+  if (!plot) return;
+  auto after = std::find_if(report.plots.begin(), report.plots.end(),
+                            [](const Plot& p) { return p.id == "step_time"; });
+  report.plots.insert(after == report.plots.end() ? after : after + 1, std::move(*plot));
+}
+
+}  // namespace faultline::report

@@ -1,0 +1,30 @@
+// The GPU's side of a run for its report: the stored CUPTI gpu records joined with its steps
+// (probes/detectors/gpu_time.hpp), drawn per step and summed up per rank.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "probes/detectors/gpu_time.hpp"
+#include "report/report_model.hpp"
+#include "store/store.hpp"
+
+namespace faultline::report {
+
+// Every step of the run that its ranks' gpu records cover (a run without them: none). Each
+// rank's steps are placed in Unix time through its start event; a rank restarted in one run
+// (an imported requeued job) is placed through its last start.
+std::vector<detectors::StepGpuTime> stored_gpu_steps(const store::Store& store, int64_t run_id);
+
+// Compute, NCCL and idle ms per step, a line per rank and part. Nothing joined: no plot.
+std::optional<Plot> gpu_time_plot(const std::vector<detectors::StepGpuTime>& steps);
+
+// Per rank, the medians over its joined steps: step, compute, NCCL and idle ms, the idle ms while
+// its data loaded, and how much of the step the records covered.
+Table gpu_time_table(const std::vector<detectors::StepGpuTime>& steps);
+
+// Both of the above, for the run's report: the plot after the step-time plot.
+void add_gpu_time(Report& report, const store::Store& store, int64_t run_id);
+
+}  // namespace faultline::report
