@@ -24,6 +24,7 @@
 #include "harness/launch/launcher_config.hpp"
 #include "harness/trial/trial.hpp"
 #include "harness/trial/trial_cache.hpp"
+#include "report/gpu_figures.hpp"
 
 namespace faultline::cli {
 
@@ -195,6 +196,11 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
                f.step < 0 ? std::string("-") : std::to_string(f.step),
                f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
   print_malformed(run.malformed);
+  if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id)))
+    fmt::print(
+        "  gpu:      compute {:.0f}%, NCCL {:.0f}%, idle {:.0f}% over {} joined step(s) "
+        "(CUPTI; per step: faultline report {})\n",
+        100 * gpu->compute, 100 * gpu->nccl, 100 * gpu->idle, gpu->steps, run.id);
   fmt::print("  command:  {}\n", fmt::join(words, " "));
   if (harness::parse_verdict(run.verdict) == harness::Verdict::Fail)
     fmt::print("  next:     faultline isolate --run {}\n", run.id);
@@ -251,6 +257,11 @@ void add_runs_commands(CLI::App& app) {
     doc["config"] = run.config;
     doc["argv"] = json::parse(run.argv_json, nullptr, false);
     doc["run_dir"] = harness::run_directory(run, store.events(run.id, {kCheckpointEvent}));
+    if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id)))
+      doc["gpu"] = {{"steps", gpu->steps},
+                    {"compute_share", gpu->compute},
+                    {"nccl_share", gpu->nccl},
+                    {"idle_share", gpu->idle}};
     fmt::print("{}\n", doc.dump());
   });
 }

@@ -94,6 +94,19 @@ Table gpu_time_table(const std::vector<StepGpuTime>& steps) {
   return table;
 }
 
+std::optional<GpuShares> gpu_shares(const std::vector<StepGpuTime>& steps) {
+  double covered = 0, compute = 0, nccl = 0, idle = 0;
+  for (const auto& step : steps) {
+    covered += step.covered_ms;
+    compute += step.compute_ms;
+    nccl += step.nccl_ms;
+    idle += step.idle_ms;
+  }
+  if (covered <= 0) return std::nullopt;
+  return GpuShares{static_cast<int64_t>(steps.size()), compute / covered, nccl / covered,
+                   idle / covered};
+}
+
 void add_gpu_time(Report& report, const store::Store& store, int64_t run_id) {
   const auto steps = stored_gpu_steps(store, run_id);
   report.gpu_time = gpu_time_table(steps);

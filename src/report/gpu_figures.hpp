@@ -24,6 +24,13 @@ std::optional<Plot> gpu_time_plot(const std::vector<detectors::StepGpuTime>& ste
 // its data loaded, and how much of the step the records covered.
 Table gpu_time_table(const std::vector<detectors::StepGpuTime>& steps);
 
+// The whole run's split of the GPU's time over its joined steps (all ranks): what `show` prints.
+struct GpuShares {
+  int64_t steps = 0;                       // joined steps, all ranks
+  double compute = 0, nccl = 0, idle = 0;  // shares of the covered time, 0..1
+};
+std::optional<GpuShares> gpu_shares(const std::vector<detectors::StepGpuTime>& steps);
+
 // Both of the above, for the run's report: the plot after the step-time plot.
 void add_gpu_time(Report& report, const store::Store& store, int64_t run_id);
 

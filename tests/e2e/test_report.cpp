@@ -172,6 +172,14 @@ TEST(ReportGpu, AnImportedRunsGpuRecordsAreItsReportsGpuTableAndPlot) {
   const std::string page = read_text(html);
   EXPECT_THAT(page, HasSubstr("GPU per step, medians (CUPTI probe)"));
   EXPECT_THAT(page, HasSubstr(R"("id":"gpu_time")"));
+  auto shown = faultline_cli({"show", run}, dir);
+  ASSERT_EQ(shown.result.exit_code, 0) << shown.result.output;
+  EXPECT_THAT(shown.result.output,
+              HasSubstr("  gpu:      compute 60%, NCCL 10%, idle 30% over 12 joined step(s) "
+                        "(CUPTI; per step: faultline report " +
+                        run + ")\n"));
+  auto trained = faultline_cli({"show", "1"}, dir);
+  EXPECT_THAT(trained.result.output, Not(HasSubstr("gpu:"))) << "no probe, no line";
   // And as stored, one row per interval.
   auto exported = faultline_cli({"export", run, "--what", "gpu"}, dir);
   ASSERT_EQ(exported.result.exit_code, 0) << exported.result.output;

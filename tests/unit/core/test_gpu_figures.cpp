@@ -48,7 +48,7 @@ TEST(GpuFigures, StoredGpuRecordsAreJoinedWithTheStepsThroughEachRanksStart) {
   EXPECT_TRUE(stored_gpu_steps(store, stored_gpu_run(store, false)).empty());
 }
 
-TEST(GpuFigures, TheTableHasEachRanksMediansAndThePlotALinePerRankAndPart) {
+TEST(GpuFigures, TheTableHasEachRanksMediansThePlotALinePerRankAndPartAndTheRunItsShares) {
   ScratchDir dir;
   store::Store store = store::Store::open(dir.file("f.db"));
   const auto steps = stored_gpu_steps(store, stored_gpu_run(store, true));
@@ -67,6 +67,14 @@ TEST(GpuFigures, TheTableHasEachRanksMediansAndThePlotALinePerRankAndPart) {
   EXPECT_NEAR(plot->series[2].values[4], 2, 1e-3);
   EXPECT_FALSE(gpu_time_plot({}));
   EXPECT_TRUE(gpu_time_table({}).rows.empty());
+  // The whole run: (73 + 65) / 200 compute, (2 + 10) / 200 NCCL, 50 / 200 idle.
+  const auto shares = gpu_shares(steps);
+  ASSERT_TRUE(shares);
+  EXPECT_EQ(shares->steps, 20);
+  EXPECT_NEAR(shares->compute, 0.69, 1e-5);
+  EXPECT_NEAR(shares->nccl, 0.06, 1e-5);
+  EXPECT_NEAR(shares->idle, 0.25, 1e-5);
+  EXPECT_FALSE(gpu_shares({}));
 }
 
 TEST(GpuFigures, ARunsReportShowsThemAfterItsStepTimeAndOnlyWhenItHasGpuRecords) {
