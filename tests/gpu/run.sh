@@ -4,8 +4,9 @@
 # the trainer's device tests, the NCCL check, the CUPTI probe on a small PyTorch script (a planted
 # data stall must show as GPU idle time), the probe's overhead and the bf16 benchmark (Python
 # PyTorch, then faultline-train on CUDA in bf16, as a tokens/s ratio), a planted NaN through
-# isolate, fp16 with torch's GradScaler, a helper run resumed bitwise from its own checkpoint, full
-# probes inside a torch.compile'd model, and what the helper's fingerprint costs; prints a summary.
+# isolate (its first run's stored gpu records in show and report), fp16 with torch's GradScaler,
+# a helper run resumed bitwise from its own checkpoint, full probes inside a torch.compile'd
+# model, and what the helper's fingerprint costs; prints a summary.
 #
 #   bash tests/gpu/run.sh [all|build|check]   # results and logs in $FAULTLINE_GPU_OUT
 #                                             # (default build-gpu/out)
@@ -314,6 +315,15 @@ if [[ -x $bin/faultline && -x ${train_bin:-/nonexistent} ]]; then
     record PASS "isolate planted NaN (trainer on cuda: train.device auto, --cupti): $(grep -m1 -i 'first bad\|nonfinite' "$out/isolate-nan.log")"
   else
     record FAIL "isolate planted NaN (see $out/isolate-nan.log)"
+  fi
+  # The probe's records of the search's first run are stored and joined with its steps: show's
+  # gpu line and the report's GPU table (report/gpu_figures.cpp).
+  "$bin/faultline" show 1 --db "$out/isolate.db" >"$out/gpu-show.log" 2>&1
+  "$bin/faultline" report 1 --db "$out/isolate.db" --md - >"$out/gpu-report.md" 2>&1
+  if grep -q '^  gpu: ' "$out/gpu-show.log" && grep -q 'GPU per step, medians' "$out/gpu-report.md"; then
+    record PASS "stored gpu records of run 1: $(grep -m1 '^  gpu: ' "$out/gpu-show.log" | sed 's/^ *//')"
+  else
+    record FAIL "no gpu line in show 1 or GPU table in its report (see $out/gpu-show.log, gpu-report.md)"
   fi
 else
   record SKIP "isolate planted NaN: faultline not built ($layout build)"
