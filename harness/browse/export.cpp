@@ -226,26 +226,26 @@ void write_trials(std::ostream& out, ExportFormat format, const std::vector<Tria
   }
 }
 
-void write_gpu(std::ostream& out, ExportFormat format, int64_t run_id,
-               const std::vector<GpuRecord>& intervals) {
-  if (format == ExportFormat::Csv) {
-    std::vector<std::string> names;
-    for (const auto& [name, value] : gpu_columns(run_id, GpuRecord{})) names.push_back(name);
-    out << fmt::format("{}\n", fmt::join(names, ","));
+void write_gpu_header(std::ostream& out, ExportFormat format) {
+  if (format != ExportFormat::Csv) return;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : gpu_columns(0, GpuRecord{})) names.push_back(name);
+  out << fmt::format("{}\n", fmt::join(names, ","));
+}
+
+void write_gpu_row(std::ostream& out, ExportFormat format, int64_t run_id,
+                   const GpuRecord& interval) {
+  const auto columns = gpu_columns(run_id, interval);
+  if (format == ExportFormat::Jsonl) {
+    out << json(json::object_t(columns.begin(), columns.end())).dump() << '\n';
+    return;
   }
-  for (const auto& interval : intervals) {
-    const auto columns = gpu_columns(run_id, interval);
-    if (format == ExportFormat::Jsonl) {
-      out << json(json::object_t(columns.begin(), columns.end())).dump() << '\n';
-      continue;
-    }
-    std::vector<std::string> cells;
-    for (const auto& [name, value] : columns)
-      cells.push_back(value.is_number_float() ? csv_number(value.get<double>())
-                      : value.is_string()     ? value.get<std::string>()  // nan, inf
-                                              : value.dump());
-    out << fmt::format("{}\n", fmt::join(cells, ","));
-  }
+  std::vector<std::string> cells;
+  for (const auto& [name, value] : columns)
+    cells.push_back(value.is_number_float() ? csv_number(value.get<double>())
+                    : value.is_string()     ? value.get<std::string>()  // nan, inf
+                                            : value.dump());
+  out << fmt::format("{}\n", fmt::join(cells, ","));
 }
 
 }  // namespace faultline::harness

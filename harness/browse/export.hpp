@@ -37,9 +37,11 @@ void write_events(std::ostream& out, ExportFormat format, int64_t run_id,
                   const std::vector<EventRecord>& events,
                   const std::vector<AnomalyRecord>& anomalies);
 
-// Its gpu records (the CUPTI probe's intervals), by rank, as stored.
-void write_gpu(std::ostream& out, ExportFormat format, int64_t run_id,
-               const std::vector<GpuRecord>& intervals);
+// Its gpu records (the CUPTI probe's intervals) as stored: the header (CSV), then a row each
+// (a day's job has millions: the caller streams them from the store).
+void write_gpu_header(std::ostream& out, ExportFormat format);
+void write_gpu_row(std::ostream& out, ExportFormat format, int64_t run_id,
+                   const GpuRecord& interval);
 
 // One trial: its run and the spec and outcome the trial cache stored for it (or none).
 struct TrialRow {

@@ -34,7 +34,15 @@ void GpuStepJoin::add(const StepRecord& step) {
 }
 
 void GpuStepJoin::add(const GpuRecord& gpu) {
-  gpu_[gpu.rank].push_back(gpu);
+  std::vector<Interval>& intervals = gpu_[gpu.rank];
+  const Interval interval{gpu.unix_t0, gpu.unix_t1, static_cast<float>(gpu.compute_ms),
+                          static_cast<float>(gpu.nccl_ms), static_cast<float>(gpu.idle_ms)};
+  // A rank's records come in time order but for a late one: sorted as they come, no copy later.
+  auto at = intervals.end();
+  if (!intervals.empty() && interval.unix_t0 < intervals.back().unix_t0)
+    at = std::upper_bound(intervals.begin(), intervals.end(), interval.unix_t0,
+                          [](double t0, const Interval& other) { return t0 < other.unix_t0; });
+  intervals.insert(at, interval);
 }
 
 std::vector<StepGpuTime> GpuStepJoin::steps() const {
@@ -43,9 +51,7 @@ std::vector<StepGpuTime> GpuStepJoin::steps() const {
     auto anchor = anchors_.find(rank);
     auto gpu_it = gpu_.find(rank);
     if (anchor == anchors_.end() || gpu_it == gpu_.end()) continue;
-    std::vector<GpuRecord> records = gpu_it->second;
-    std::sort(records.begin(), records.end(),
-              [](const GpuRecord& a, const GpuRecord& b) { return a.unix_t0 < b.unix_t0; });
+    const std::vector<Interval>& records = gpu_it->second;
     double longest = 0;
     for (const auto& r : records) longest = std::max(longest, r.unix_t1 - r.unix_t0);
     const auto [anchor_t, anchor_unix] = anchor->second;
@@ -55,7 +61,7 @@ std::vector<StepGpuTime> GpuStepJoin::steps() const {
       StepGpuTime joined{rank, s.step, s.step_ms, s.data_ms};
       // Records start in order; one that starts before start - longest cannot reach the step.
       auto first = std::lower_bound(records.begin(), records.end(), start - longest,
-                                    [](const GpuRecord& r, double at) { return r.unix_t0 < at; });
+                                    [](const Interval& r, double at) { return r.unix_t0 < at; });
       for (auto it = first; it != records.end() && it->unix_t0 < end; ++it) {
         const double length = it->unix_t1 - it->unix_t0;
         const double in_step = overlap_s(it->unix_t0, it->unix_t1, start, end);

@@ -39,9 +39,15 @@ class GpuStepJoin {
     int64_t step;
     double t, step_ms, data_ms;
   };
+  // What the join needs of a gpu record, in 32 bytes instead of its 112: a day's job has
+  // hundreds of thousands of intervals per rank, all held until the join.
+  struct Interval {
+    double unix_t0, unix_t1;
+    float compute_ms, nccl_ms, idle_ms;
+  };
   std::map<int, std::pair<double, double>> anchors_;  // rank -> (t, unix_time)
   std::map<int, std::vector<Step>> steps_;
-  std::map<int, std::vector<GpuRecord>> gpu_;
+  std::map<int, std::vector<Interval>> gpu_;  // each rank's by unix_t0 (kept so as they come)
 };
 
 }  // namespace faultline::detectors

@@ -86,7 +86,10 @@ void write_export(const store::Store& store, const ExportArgs& args, std::ostrea
                             store.anomalies(records_of));
       return;
     case harness::ExportWhat::Gpu:
-      harness::write_gpu(out, format, records_of, store.gpu_records(records_of));
+      harness::write_gpu_header(out, format);
+      store.each_gpu_record(records_of, -1, [&](const GpuRecord& interval) {
+        harness::write_gpu_row(out, format, records_of, interval);
+      });
       return;
     case harness::ExportWhat::Trials: {
       std::vector<harness::TrialRow> rows;

@@ -17,12 +17,21 @@ namespace faultline::report {
 using detectors::StepGpuTime;
 
 std::vector<StepGpuTime> stored_gpu_steps(const store::Store& store, int64_t run_id) {
-  if (!store.has_gpu_records(run_id)) return {};
-  detectors::GpuStepJoin join;
-  for (const auto& start : store.events(run_id, {kStartEvent})) join.add(start);
-  store.each_step(run_id, [&](const StepRecord& step) { join.add(step); });
-  for (const auto& interval : store.gpu_records(run_id)) join.add(interval);
-  return join.steps();
+  const auto ranks = store.gpu_ranks(run_id);
+  if (ranks.empty()) return {};
+  const auto starts = store.events(run_id, {kStartEvent});
+  std::vector<StepGpuTime> joined;
+  // A rank at a time: a day's job has millions of intervals, one rank's are what a join holds.
+  for (int rank : ranks) {
+    detectors::GpuStepJoin join;
+    for (const auto& start : starts)
+      if (start.rank == rank) join.add(start);
+    for (const auto& step : store.steps(run_id, rank)) join.add(step);
+    store.each_gpu_record(run_id, rank, [&](const GpuRecord& interval) { join.add(interval); });
+    const auto steps = join.steps();
+    joined.insert(joined.end(), steps.begin(), steps.end());
+  }
+  return joined;
 }
 
 namespace {

@@ -218,13 +218,16 @@ std::vector<FingerprintRecord> Store::fingerprints(int64_t run_id) const {
   return fingerprints;
 }
 
-std::vector<GpuRecord> Store::gpu_records(int64_t run_id) const {
+void Store::each_gpu_record(int64_t run_id, int rank,
+                            const std::function<void(const GpuRecord&)>& visit) const {
+  // One rank: the (run, rank) index, not a scan of every rank's rows.
   Statement query(db_, path_,
-                  "SELECT rank, t, device, unix_t0, unix_t1, busy_ms, compute_ms, nccl_ms, "
-                  "overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, nccl_kernels "
-                  "FROM gpu_intervals WHERE run_id = ? ORDER BY rank, id");
+                  std::string("SELECT rank, t, device, unix_t0, unix_t1, busy_ms, compute_ms, "
+                              "nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, "
+                              "nccl_kernels FROM gpu_intervals WHERE run_id = ?1") +
+                      (rank >= 0 ? " AND rank = ?2" : "") + " ORDER BY rank, id");
   query.bind(1, run_id);
-  std::vector<GpuRecord> intervals;
+  if (rank >= 0) query.bind(2, rank);
   while (query.step()) {
     GpuRecord gpu;
     gpu.rank = static_cast<int>(query.int64(0));
@@ -236,15 +239,23 @@ std::vector<GpuRecord> Store::gpu_records(int64_t run_id) const {
       *value = read_real(query, column++);
     gpu.kernels = query.int64(12);
     gpu.nccl_kernels = query.int64(13);
-    intervals.push_back(gpu);
+    visit(gpu);
   }
+}
+
+std::vector<GpuRecord> Store::gpu_records(int64_t run_id, int rank) const {
+  std::vector<GpuRecord> intervals;
+  each_gpu_record(run_id, rank, [&](const GpuRecord& gpu) { intervals.push_back(gpu); });
   return intervals;
 }
 
-bool Store::has_gpu_records(int64_t run_id) const {
-  Statement query(db_, path_, "SELECT 1 FROM gpu_intervals WHERE run_id = ? LIMIT 1");
+std::vector<int> Store::gpu_ranks(int64_t run_id) const {
+  Statement query(db_, path_,
+                  "SELECT DISTINCT rank FROM gpu_intervals WHERE run_id = ? ORDER BY rank");
   query.bind(1, run_id);
-  return query.step();
+  std::vector<int> ranks;
+  while (query.step()) ranks.push_back(static_cast<int>(query.int64(0)));
+  return ranks;
 }
 
 MetricsSummary Store::summarize(int64_t run_id) const {

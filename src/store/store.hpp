@@ -189,8 +189,12 @@ class Store {
   // rank, which a caller after its start or checkpoint events should not load).
   std::vector<EventRecord> events(int64_t run_id, const std::vector<std::string>& names) const;
   std::vector<FingerprintRecord> fingerprints(int64_t run_id) const;  // insertion order
-  std::vector<GpuRecord> gpu_records(int64_t run_id) const;           // by rank, then insertion
-  bool has_gpu_records(int64_t run_id) const;
+  // The CUPTI probe's records: by rank, then insertion; -1: all ranks. A day's job holds
+  // millions of them: each_gpu_record reads them one at a time.
+  std::vector<GpuRecord> gpu_records(int64_t run_id, int rank = -1) const;
+  void each_gpu_record(int64_t run_id, int rank,
+                       const std::function<void(const GpuRecord&)>& visit) const;
+  std::vector<int> gpu_ranks(int64_t run_id) const;  // the ranks that have them, ascending
   MetricsSummary summarize(int64_t run_id) const;
 
   // Trial cache. put_trial inserts, or replaces the outcome and run of the same spec_hash.

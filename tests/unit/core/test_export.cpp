@@ -107,8 +107,12 @@ TEST(Export, GpuRecordsAreOneRowPerIntervalWithEveryFigure) {
   interval.kernels = 140;
   interval.nccl_kernels = 4;
   std::ostringstream csv, jsonl;
-  write_gpu(csv, ExportFormat::Csv, 3, {interval});
-  write_gpu(jsonl, ExportFormat::Jsonl, 3, {interval});
+  using Output = std::pair<std::ostream*, ExportFormat>;
+  for (const auto& [out, format] :
+       {Output{&csv, ExportFormat::Csv}, {&jsonl, ExportFormat::Jsonl}}) {
+    write_gpu_header(*out, format);
+    write_gpu_row(*out, format, 3, interval);
+  }
   const auto rows = split(csv.str(), '\n');
   ASSERT_EQ(rows.size(), 3u);  // and the empty text after the last line break
   EXPECT_EQ(rows[0],

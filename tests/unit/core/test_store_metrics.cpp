@@ -317,7 +317,7 @@ TEST(StoreMetrics, GpuRecordsRoundTripByRankAndAVersion8FileGetsTheTable) {
   Store store = Store::open(path);
   EXPECT_EQ(store.schema_version(), kSchemaVersion);
   EXPECT_EQ(store.steps(run).size(), 1u) << "the version-8 file keeps its steps";
-  EXPECT_FALSE(store.has_gpu_records(run));
+  EXPECT_TRUE(store.gpu_ranks(run).empty());
   GpuRecord second;
   second.rank = 1;
   second.t = 0.5;
@@ -340,7 +340,9 @@ TEST(StoreMetrics, GpuRecordsRoundTripByRankAndAVersion8FileGetsTheTable) {
   store.add_gpu_records(run, {second, first});
   const int64_t other = store.create_run(RunInfo{});
   store.add_gpu_records(other, {second});
-  EXPECT_TRUE(store.has_gpu_records(run));
+  EXPECT_EQ(store.gpu_ranks(run), (std::vector<int>{0, 1}));
+  EXPECT_EQ(store.gpu_records(run, 1).size(), 1u);
+  EXPECT_EQ(store.gpu_records(run, 1)[0].rank, 1);
   const auto read = store.gpu_records(run);
   ASSERT_EQ(read.size(), 2u);
   EXPECT_EQ(read[0].rank, 0) << "by rank";
