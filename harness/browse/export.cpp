@@ -112,7 +112,9 @@ std::vector<std::pair<const char*, json>> gpu_columns(int64_t run_id, const GpuR
           {"idle_ms", json_number(g.idle_ms)},
           {"max_gap_ms", json_number(g.max_gap_ms)},
           {"kernels", g.kernels},
-          {"nccl_kernels", g.nccl_kernels}};
+          {"nccl_kernels", g.nccl_kernels},
+          {"memcpys", g.memcpys},
+          {"late", g.late}};
 }
 
 json parsed_or_text(const std::string& text) {

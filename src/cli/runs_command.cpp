@@ -196,7 +196,7 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
                f.step < 0 ? std::string("-") : std::to_string(f.step),
                f.rank < 0 ? std::string("-") : std::to_string(f.rank), f.detail);
   print_malformed(run.malformed);
-  if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id)))
+  if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id).steps))
     fmt::print(
         "  gpu:      compute {:.0f}%, NCCL {:.0f}%, idle {:.0f}% over {} joined step(s) "
         "(CUPTI; per step: faultline report {})\n",
@@ -257,7 +257,7 @@ void add_runs_commands(CLI::App& app) {
     doc["config"] = run.config;
     doc["argv"] = json::parse(run.argv_json, nullptr, false);
     doc["run_dir"] = harness::run_directory(run, store.events(run.id, {kCheckpointEvent}));
-    if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id)))
+    if (const auto gpu = report::gpu_shares(report::stored_gpu_steps(store, run.id).steps))
       doc["gpu"] = {{"steps", gpu->steps},
                     {"compute_share", gpu->compute},
                     {"nccl_share", gpu->nccl},

@@ -182,6 +182,8 @@ ParsedLine parse_metrics_line(std::string_view line) {
       gpu.max_gap_ms = real(record, "max_gap_ms");
       gpu.kernels = static_cast<int64_t>(real(record, "kernels"));
       gpu.nccl_kernels = static_cast<int64_t>(real(record, "nccl_kernels"));
+      gpu.memcpys = static_cast<int64_t>(real(record, "memcpys"));
+      gpu.late = static_cast<int64_t>(real(record, "late"));
       parsed.record = gpu;
     } else {
       parsed.status = ParseStatus::UnknownType;

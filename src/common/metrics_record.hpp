@@ -92,7 +92,8 @@ struct GpuRecord {
   double unix_t0 = 0, unix_t1 = 0;
   double busy_ms = 0, compute_ms = 0, nccl_ms = 0, overlap_ms = 0, memcpy_ms = 0, idle_ms = 0;
   double max_gap_ms = 0;
-  int64_t kernels = 0, nccl_kernels = 0;
+  int64_t kernels = 0, nccl_kernels = 0, memcpys = 0;
+  int64_t late = 0;  // activities the probe dropped: they came after their interval was written
 };
 
 using MetricsRecord =

@@ -16,20 +16,25 @@ namespace faultline::report {
 
 using detectors::StepGpuTime;
 
-std::vector<StepGpuTime> stored_gpu_steps(const store::Store& store, int64_t run_id) {
+GpuSteps stored_gpu_steps(const store::Store& store, int64_t run_id) {
   const auto ranks = store.gpu_ranks(run_id);
   if (ranks.empty()) return {};
   const auto starts = store.events(run_id, {kStartEvent});
-  std::vector<StepGpuTime> joined;
+  GpuSteps joined;
   // A rank at a time: a day's job has millions of intervals, one rank's are what a join holds.
   for (int rank : ranks) {
     detectors::GpuStepJoin join;
     for (const auto& start : starts)
       if (start.rank == rank) join.add(start);
     for (const auto& step : store.steps(run_id, rank)) join.add(step);
-    store.each_gpu_record(run_id, rank, [&](const GpuRecord& interval) { join.add(interval); });
+    int64_t dropped = 0;
+    store.each_gpu_record(run_id, rank, [&](const GpuRecord& interval) {
+      join.add(interval);
+      dropped += interval.late;
+    });
+    if (dropped > 0) joined.dropped[rank] = dropped;
     const auto steps = join.steps();
-    joined.insert(joined.end(), steps.begin(), steps.end());
+    joined.steps.insert(joined.steps.end(), steps.begin(), steps.end());
   }
   return joined;
 }
@@ -82,7 +87,7 @@ std::optional<Plot> gpu_time_plot(const std::vector<StepGpuTime>& steps) {
   return plot;
 }
 
-Table gpu_time_table(const std::vector<StepGpuTime>& steps) {
+Table gpu_time_table(const std::vector<StepGpuTime>& steps, const std::map<int, int64_t>& dropped) {
   Table table;
   if (steps.empty()) return table;
   table.columns = {
@@ -99,7 +104,12 @@ Table gpu_time_table(const std::vector<StepGpuTime>& steps) {
          ms(median_of(own, [](const StepGpuTime& s) { return s.idle_ms; })),
          ms(median_of(own, [](const StepGpuTime& s) { return s.idle_in_data_ms; })),
          fmt::format("{:.0f}%", 100 * std::min(1.0, covered))});
+    if (!dropped.empty()) {
+      const auto it = dropped.find(rank);
+      table.rows.back().push_back(std::to_string(it == dropped.end() ? 0 : it->second));
+    }
   }
+  if (!dropped.empty()) table.columns.push_back("dropped by the probe");
   return table;
 }
 
@@ -117,9 +127,18 @@ std::optional<GpuShares> gpu_shares(const std::vector<StepGpuTime>& steps) {
 }
 
 void add_gpu_time(Report& report, const store::Store& store, int64_t run_id) {
-  const auto steps = stored_gpu_steps(store, run_id);
-  report.gpu_time = gpu_time_table(steps);
-  auto plot = gpu_time_plot(steps);
+  const auto joined = stored_gpu_steps(store, run_id);
+  report.gpu_time = gpu_time_table(joined.steps, joined.dropped);
+  int64_t dropped = 0;
+  for (const auto& [rank, count] : joined.dropped) dropped += count;
+  if (dropped > 0)
+    report.notes.push_back(fmt::format(
+        "the CUPTI probe dropped {} GPU activities that came after their interval was written "
+        "(the table's last column, by rank): the figures of the steps there undercount; a larger "
+        "FAULTLINE_CUPTI_FLUSH_MS gives them longer (intervals are written two flush periods "
+        "after they end)",
+        dropped));
+  auto plot = gpu_time_plot(joined.steps);
   if (!plot) return;
   auto after = std::find_if(report.plots.begin(), report.plots.end(),
                             [](const Plot& p) { return p.id == "step_time"; });

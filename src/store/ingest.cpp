@@ -134,7 +134,8 @@ void Store::add_gpu_records(int64_t run_id, const std::vector<GpuRecord>& interv
       prepared(cache_->insert_gpu, db_, cache_->path,
                "INSERT INTO gpu_intervals (run_id, rank, t, device, unix_t0, unix_t1, busy_ms, "
                "compute_ms, nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, "
-               "nccl_kernels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+               "nccl_kernels, memcpys, late) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+               "?, ?)");
   for (const GpuRecord& gpu : intervals) {
     insert.bind(1, run_id);
     insert.bind(2, gpu.rank);
@@ -146,6 +147,8 @@ void Store::add_gpu_records(int64_t run_id, const std::vector<GpuRecord>& interv
       bind_real(insert, column++, value);
     insert.bind(14, gpu.kernels);
     insert.bind(15, gpu.nccl_kernels);
+    insert.bind(16, gpu.memcpys);
+    insert.bind(17, gpu.late);
     insert.run();
   }
   transaction.commit();

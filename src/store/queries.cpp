@@ -224,7 +224,7 @@ void Store::each_gpu_record(int64_t run_id, int rank,
   Statement query(db_, path_,
                   std::string("SELECT rank, t, device, unix_t0, unix_t1, busy_ms, compute_ms, "
                               "nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms, kernels, "
-                              "nccl_kernels FROM gpu_intervals WHERE run_id = ?1") +
+                              "nccl_kernels, memcpys, late FROM gpu_intervals WHERE run_id = ?1") +
                       (rank >= 0 ? " AND rank = ?2" : "") + " ORDER BY rank, id");
   query.bind(1, run_id);
   if (rank >= 0) query.bind(2, rank);
@@ -239,6 +239,8 @@ void Store::each_gpu_record(int64_t run_id, int rank,
       *value = read_real(query, column++);
     gpu.kernels = query.int64(12);
     gpu.nccl_kernels = query.int64(13);
+    gpu.memcpys = query.int64(14);
+    gpu.late = query.int64(15);
     visit(gpu);
   }
 }

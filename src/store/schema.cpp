@@ -225,7 +225,9 @@ CREATE TABLE gpu_intervals (
   unix_t0, unix_t1,                                    -- Unix seconds
   busy_ms, compute_ms, nccl_ms, overlap_ms, memcpy_ms, idle_ms, max_gap_ms,
   kernels INTEGER NOT NULL DEFAULT 0,
-  nccl_kernels INTEGER NOT NULL DEFAULT 0
+  nccl_kernels INTEGER NOT NULL DEFAULT 0,
+  memcpys INTEGER NOT NULL DEFAULT 0,
+  late INTEGER NOT NULL DEFAULT 0                      -- activities the probe dropped
 );
 CREATE INDEX gpu_intervals_by_run ON gpu_intervals(run_id, rank);
 )sql";

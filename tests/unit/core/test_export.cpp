@@ -106,6 +106,7 @@ TEST(Export, GpuRecordsAreOneRowPerIntervalWithEveryFigure) {
   interval.idle_ms = 20;
   interval.kernels = 140;
   interval.nccl_kernels = 4;
+  interval.late = 1;
   std::ostringstream csv, jsonl;
   using Output = std::pair<std::ostream*, ExportFormat>;
   for (const auto& [out, format] :
@@ -117,13 +118,13 @@ TEST(Export, GpuRecordsAreOneRowPerIntervalWithEveryFigure) {
   ASSERT_EQ(rows.size(), 3u);  // and the empty text after the last line break
   EXPECT_EQ(rows[0],
             "run_id,rank,t,device,unix_t0,unix_t1,busy_ms,compute_ms,nccl_ms,overlap_ms,memcpy_ms,"
-            "idle_ms,max_gap_ms,kernels,nccl_kernels");
-  EXPECT_EQ(rows[1], "3,1,2.5,0,1700000000.125,1700000000.225,80,62.5,nan,0,0,20,0,140,4");
+            "idle_ms,max_gap_ms,kernels,nccl_kernels,memcpys,late");
+  EXPECT_EQ(rows[1], "3,1,2.5,0,1700000000.125,1700000000.225,80,62.5,nan,0,0,20,0,140,4,0,1");
   const auto line = nlohmann::json::parse(split(jsonl.str(), '\n').front());
   EXPECT_EQ(line.at("unix_t0").get<double>(), 1.7e9 + 0.125);
   EXPECT_EQ(line.at("nccl_ms"), "nan");
   EXPECT_EQ(line.at("kernels"), 140);
-  EXPECT_EQ(line.size(), 15u);
+  EXPECT_EQ(line.size(), 17u);
 }
 
 TEST(Export, FormatsAndWhatsHaveOneNameEach) {

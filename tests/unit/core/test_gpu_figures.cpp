@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "gpu_run.hpp"
 #include "report/report_gather.hpp"
@@ -18,8 +19,12 @@ using faultline::testing::ScratchDir;
 
 // 10 steps of 100 ms per rank: the GPU idle for the first 25 ms (data), then compute, and NCCL
 // for 2 ms (rank 0) or 10 ms (rank 1) at the end (gpu_run.hpp).
-int64_t stored_gpu_run(store::Store& store, bool with_gpu) {
-  const auto run = faultline::testing::gpu_run(10, 25, {2, 10});
+// `late`: what rank 1's probe dropped, in each of its first two records.
+int64_t stored_gpu_run(store::Store& store, bool with_gpu, int64_t late = 0) {
+  auto run = faultline::testing::gpu_run(10, 25, {2, 10});
+  int marked = 0;
+  for (auto& interval : run.gpu)
+    if (interval.rank == 1 && marked++ < 2) interval.late = late;
   store::RunInfo info;
   info.ranks = 2;
   info.steps = 10;
@@ -36,7 +41,7 @@ int64_t stored_gpu_run(store::Store& store, bool with_gpu) {
 TEST(GpuFigures, StoredGpuRecordsAreJoinedWithTheStepsThroughEachRanksStart) {
   ScratchDir dir;
   store::Store store = store::Store::open(dir.file("f.db"));
-  const auto steps = stored_gpu_steps(store, stored_gpu_run(store, true));
+  const auto steps = stored_gpu_steps(store, stored_gpu_run(store, true)).steps;
   ASSERT_EQ(steps.size(), 20u);
   EXPECT_EQ(steps[0].rank, 0);
   EXPECT_NEAR(steps[0].compute_ms, 73, 1e-3);
@@ -45,13 +50,13 @@ TEST(GpuFigures, StoredGpuRecordsAreJoinedWithTheStepsThroughEachRanksStart) {
   EXPECT_EQ(steps[19].rank, 1);
   EXPECT_EQ(steps[19].step, 10);
   EXPECT_NEAR(steps[19].nccl_ms, 10, 1e-3) << "rank 1 placed through its own start";
-  EXPECT_TRUE(stored_gpu_steps(store, stored_gpu_run(store, false)).empty());
+  EXPECT_TRUE(stored_gpu_steps(store, stored_gpu_run(store, false)).steps.empty());
 }
 
 TEST(GpuFigures, TheTableHasEachRanksMediansThePlotALinePerRankAndPartAndTheRunItsShares) {
   ScratchDir dir;
   store::Store store = store::Store::open(dir.file("f.db"));
-  const auto steps = stored_gpu_steps(store, stored_gpu_run(store, true));
+  const auto steps = stored_gpu_steps(store, stored_gpu_run(store, true)).steps;
   const Table table = gpu_time_table(steps);
   ASSERT_EQ(table.rows.size(), 2u);
   EXPECT_EQ(table.columns.size(), table.rows[0].size());
@@ -101,6 +106,26 @@ TEST(GpuFigures, ARunsReportShowsThemAfterItsStepTimeAndOnlyWhenItHasGpuRecords)
   EXPECT_TRUE(std::none_of(without.plots.begin(), without.plots.end(),
                            [](const Plot& p) { return p.id == "gpu_time"; }));
   EXPECT_EQ(render_markdown(without).find("GPU per step"), std::string::npos);
+}
+
+// Activities the probe dropped (they came after their interval was written) make the figures
+// undercount: the table counts them per rank and the report says so.
+TEST(GpuFigures, WhatTheProbeDroppedIsCountedPerRankAndNoted) {
+  ScratchDir dir;
+  store::Store store = store::Store::open(dir.file("f.db"));
+  const auto joined = stored_gpu_steps(store, stored_gpu_run(store, true, 3));
+  EXPECT_EQ(joined.dropped, (std::map<int, int64_t>{{1, 6}}));
+  const Table table = gpu_time_table(joined.steps, joined.dropped);
+  ASSERT_EQ(table.columns.size(), 9u);
+  EXPECT_EQ(table.columns.back(), "dropped by the probe");
+  EXPECT_EQ(table.rows[0].back(), "0");
+  EXPECT_EQ(table.rows[1].back(), "6");
+  const Report report = gather_run(store, stored_gpu_run(store, true, 3), {});
+  ASSERT_FALSE(report.notes.empty());
+  EXPECT_NE(report.notes.back().find("the CUPTI probe dropped 6 GPU activities"), std::string::npos)
+      << report.notes.back();
+  EXPECT_TRUE(stored_gpu_steps(store, stored_gpu_run(store, true)).dropped.empty());
+  EXPECT_EQ(gather_run(store, stored_gpu_run(store, true), {}).gpu_time.columns.size(), 8u);
 }
 
 }  // namespace

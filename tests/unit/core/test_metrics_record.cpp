@@ -85,6 +85,8 @@ TEST(MetricsRecord, GpuRecordFromTheCuptiProbeReadsBack) {
   f.overlap_ms = 10;
   f.idle_ms = 30;
   f.nccl_kernels = 4;
+  f.memcpys = 3;
+  f.late = 2;
   const std::string line = gpu::gpu_record_line(f, 1, {1700000000000000000, 0});
   ParsedLine parsed = parse_metrics_line(line.substr(0, line.size() - 1));
   ASSERT_EQ(parsed.status, ParseStatus::Ok) << parsed.error;
@@ -96,6 +98,8 @@ TEST(MetricsRecord, GpuRecordFromTheCuptiProbeReadsBack) {
   EXPECT_DOUBLE_EQ(gpu.nccl_ms, 30);
   EXPECT_DOUBLE_EQ(gpu.idle_ms, 30);
   EXPECT_EQ(gpu.nccl_kernels, 4);
+  EXPECT_EQ(gpu.memcpys, 3);
+  EXPECT_EQ(gpu.late, 2);
 }
 
 TEST(MetricsRecord, GpuRecordNeedsItsInterval) {

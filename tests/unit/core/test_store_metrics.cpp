@@ -333,6 +333,8 @@ TEST(StoreMetrics, GpuRecordsRoundTripByRankAndAVersion8FileGetsTheTable) {
   second.max_gap_ms = 12.5;
   second.kernels = 140;
   second.nccl_kernels = 4;
+  second.memcpys = 6;
+  second.late = 2;
   GpuRecord first = second;
   first.rank = 0;
   first.unix_t0 = 1.7e9 + 0.0625;
@@ -363,6 +365,8 @@ TEST(StoreMetrics, GpuRecordsRoundTripByRankAndAVersion8FileGetsTheTable) {
   EXPECT_EQ(back.max_gap_ms, 12.5);
   EXPECT_EQ(back.kernels, 140);
   EXPECT_EQ(back.nccl_kernels, 4);
+  EXPECT_EQ(back.memcpys, 6);
+  EXPECT_EQ(back.late, 2);
   EXPECT_EQ(store.gpu_records(other).size(), 1u);
 }
 
