@@ -42,14 +42,39 @@ GpuSteps stored_gpu_steps(const store::Store& store, int64_t run_id) {
 namespace {
 
 using Part = std::function<double(const StepGpuTime&)>;
+using NamedParts = std::vector<std::pair<const char*, Part>>;
 
-const std::vector<std::pair<const char*, Part>>& parts() {
-  static const std::vector<std::pair<const char*, Part>> drawn = {
-      {"compute", [](const StepGpuTime& s) { return s.compute_ms; }},
-      {"NCCL", [](const StepGpuTime& s) { return s.nccl_ms; }},
-      {"idle", [](const StepGpuTime& s) { return s.idle_ms; }},
-  };
+double step_ms_of(const StepGpuTime& s) {
+  return s.step_ms;
+}
+double compute_ms_of(const StepGpuTime& s) {
+  return s.compute_ms;
+}
+double nccl_ms_of(const StepGpuTime& s) {
+  return s.nccl_ms;
+}
+double idle_ms_of(const StepGpuTime& s) {
+  return s.idle_ms;
+}
+double idle_in_data_ms_of(const StepGpuTime& s) {
+  return s.idle_in_data_ms;
+}
+
+// The plot's lines of each rank.
+const NamedParts& drawn_parts() {
+  static const NamedParts drawn = {
+      {"compute", compute_ms_of}, {"NCCL", nccl_ms_of}, {"idle", idle_ms_of}};
   return drawn;
+}
+
+// The table's columns between a rank's steps and its coverage: a median over its steps each.
+const NamedParts& median_columns() {
+  static const NamedParts columns = {{"step ms", step_ms_of},
+                                     {"compute ms", compute_ms_of},
+                                     {"NCCL ms", nccl_ms_of},
+                                     {"idle ms", idle_ms_of},
+                                     {"idle while data loads ms", idle_in_data_ms_of}};
+  return columns;
 }
 
 std::map<int, std::vector<const StepGpuTime*>> by_rank(const std::vector<StepGpuTime>& steps) {
@@ -75,7 +100,7 @@ std::optional<Plot> gpu_time_plot(const std::vector<StepGpuTime>& steps) {
   if (steps.empty()) return std::nullopt;
   Plot plot{"gpu_time", "GPU per step: compute / NCCL / idle (CUPTI)", "ms", {}};
   const auto ranks = by_rank(steps);
-  for (const auto& [name, part] : parts())
+  for (const auto& [name, part] : drawn_parts())
     for (const auto& [rank, own] : ranks) {
       Series series{fmt::format("rank {} {}", rank, name), SeriesRole::Subject, {}, {}};
       for (const auto* step : own) {
@@ -90,26 +115,22 @@ std::optional<Plot> gpu_time_plot(const std::vector<StepGpuTime>& steps) {
 Table gpu_time_table(const std::vector<StepGpuTime>& steps, const std::map<int, int64_t>& dropped) {
   Table table;
   if (steps.empty()) return table;
-  table.columns = {
-      "rank",   "steps", "step ms", "compute ms", "NCCL ms", "idle ms", "idle while data loads ms",
-      "covered"};
+  table.columns = {"rank", "steps"};
+  for (const auto& [name, part] : median_columns()) table.columns.push_back(name);
+  table.columns.push_back("covered");
+  if (!dropped.empty()) table.columns.push_back("dropped by the probe");
   for (const auto& [rank, own] : by_rank(steps)) {
+    std::vector<std::string> row = {std::to_string(rank), std::to_string(own.size())};
+    for (const auto& [name, part] : median_columns()) row.push_back(ms(median_of(own, part)));
     const double covered =
         median_of(own, [](const StepGpuTime& s) { return s.covered_ms / s.step_ms; });
-    table.rows.push_back(
-        {std::to_string(rank), std::to_string(own.size()),
-         ms(median_of(own, [](const StepGpuTime& s) { return s.step_ms; })),
-         ms(median_of(own, [](const StepGpuTime& s) { return s.compute_ms; })),
-         ms(median_of(own, [](const StepGpuTime& s) { return s.nccl_ms; })),
-         ms(median_of(own, [](const StepGpuTime& s) { return s.idle_ms; })),
-         ms(median_of(own, [](const StepGpuTime& s) { return s.idle_in_data_ms; })),
-         fmt::format("{:.0f}%", 100 * std::min(1.0, covered))});
+    row.push_back(fmt::format("{:.0f}%", 100 * std::min(1.0, covered)));
     if (!dropped.empty()) {
       const auto it = dropped.find(rank);
-      table.rows.back().push_back(std::to_string(it == dropped.end() ? 0 : it->second));
+      row.push_back(std::to_string(it == dropped.end() ? 0 : it->second));
     }
+    table.rows.push_back(std::move(row));
   }
-  if (!dropped.empty()) table.columns.push_back("dropped by the probe");
   return table;
 }
 
