@@ -29,6 +29,7 @@ std::string executable(const std::string& name) {
 template <typename... Output>
 pid_t spawn(const ChildSpec& spec, std::error_code& error, Output&&... output) {
   bp::environment env = boost::this_process::environment();
+  for (const auto& name : spec.unset_env) env.erase(name);
   for (const auto& [key, value] : spec.env) env[key] = value;
   const std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   const std::string start_dir = spec.cwd.empty() ? "." : spec.cwd;

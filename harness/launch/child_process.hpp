@@ -20,8 +20,9 @@ struct ChildSpec {
   std::string cwd;                         // "": the harness's own
   std::map<std::string, std::string> env;  // added to the harness's environment
   // Opened by the harness: a relative path is relative to the harness's directory, not cwd.
-  std::string output_path;  // stdout goes here; "": discarded
-  std::string error_path;   // stderr goes here; "": with stdout
+  std::string output_path;             // stdout goes here; "": discarded
+  std::string error_path;              // stderr goes here; "": with stdout
+  std::vector<std::string> unset_env;  // taken out of the harness's environment
 };
 
 struct ChildExit {

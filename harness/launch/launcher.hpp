@@ -14,6 +14,10 @@ namespace faultline::harness {
 
 class LogRecords;
 
+// What a launcher that starts its own ranks (torchrun) sets in each rank's environment; it must
+// not inherit them from the harness's, as the ranks below it are told apart by RANK.
+inline constexpr const char* kLauncherSetsPerRank[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK"};
+
 struct RankLaunch {
   int rank = 0;
   // argv[0] is the executable path. Empty: the rank has no process of its own; it runs in the

@@ -53,6 +53,8 @@ class LocalTrial : public RunningTrial {
       ChildSpec spec;
       spec.argv = rank.starts_ranks > 0 ? fill_node_of(rank.argv, rank.env) : rank.argv;
       spec.env = rank.env;
+      if (rank.starts_ranks > 0)
+        spec.unset_env.assign(std::begin(kLauncherSetsPerRank), std::end(kLauncherSetsPerRank));
       spec.output_path = rank.log_path;
       spec.cwd = rank.cwd;
       try {
@@ -81,11 +83,14 @@ class LocalTrial : public RunningTrial {
   void signal_all(int signal) override {
     for (size_t i = 0; i < children_.size(); ++i) {
       if (!children_[i] || status_[i].kind != ExitKind::Running) continue;
-      if (is_launcher(i))
-        // Its ranks, each in a session of its own under torchrun; torchrun itself dies of a
-        // signal it does not handle (SIGUSR1).
-        signal_seen(descendants(children_[i]->pid(), 1), signal);
-      else
+      if (is_launcher(i)) {
+        // Its ranks, each in a session of its own under torchrun, which itself dies of a signal
+        // it does not handle (SIGUSR1), as does a shell that wraps it: not its children, but
+        // the processes below it that torchrun gave a RANK.
+        const auto below = descendants(children_[i]->pid());
+        seen_below_launchers_.insert(seen_below_launchers_.end(), below.begin(), below.end());
+        signal_seen(outermost_setting(children_[i]->pid(), "RANK"), signal);
+      } else
         children_[i]->signal_group(signal);
     }
   }
@@ -94,7 +99,8 @@ class LocalTrial : public RunningTrial {
     bool any = false;
     // What a launcher started, seen while it still runs: ranks in sessions of their own
     // outlive their launcher's group, and once it is reaped they are below nothing of ours.
-    std::vector<SeenProcess> started_by_launchers;
+    // So is what was below them when they were signalled, should one have died of it.
+    std::vector<SeenProcess> started_by_launchers = seen_below_launchers_;
     for (size_t i = 0; i < children_.size(); ++i) {
       if (status_[i].kind != ExitKind::Running) continue;
       status_[i].killed_by_harness = true;
@@ -105,7 +111,10 @@ class LocalTrial : public RunningTrial {
           started_by_launchers.push_back(process);
       children_[i]->signal_group(SIGTERM);
     }
-    if (!any) return;
+    if (!any) {
+      signal_seen(started_by_launchers, SIGKILL);
+      return;
+    }
     const auto deadline = std::chrono::steady_clock::now() + grace;
     while (std::chrono::steady_clock::now() < deadline && running() > 0) {
       poll();
@@ -137,6 +146,7 @@ class LocalTrial : public RunningTrial {
 
   std::vector<std::unique_ptr<ChildProcess>> children_;
   std::vector<bool> launchers_;  // by rank: its process starts ranks itself (torchrun)
+  std::vector<SeenProcess> seen_below_launchers_;  // by signal_all
   std::vector<RankStatus> status_;
 };
 

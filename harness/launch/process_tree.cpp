@@ -39,9 +39,17 @@ std::optional<Stat> read_stat(pid_t pid) {
   return std::nullopt;
 }
 
-}  // namespace
+// Whether /proc/<pid>/environ (the environment it was started with, NUL-separated) sets it.
+bool sets_variable(pid_t pid, const std::string& variable) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = variable + "=";
+  for (std::string entry; std::getline(in, entry, '\0');)
+    if (entry.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
 
-std::vector<SeenProcess> descendants(pid_t root, int depth) {
+// Each process's children, from one pass over /proc.
+std::multimap<pid_t, SeenProcess> children_by_parent() {
   std::multimap<pid_t, SeenProcess> children;
   if (DIR* proc = opendir("/proc")) {
     while (const dirent* entry = readdir(proc)) {
@@ -53,6 +61,13 @@ std::vector<SeenProcess> descendants(pid_t root, int depth) {
     }
     closedir(proc);
   }
+  return children;
+}
+
+}  // namespace
+
+std::vector<SeenProcess> descendants(pid_t root, int depth) {
+  const auto children = children_by_parent();
   std::vector<SeenProcess> below;
   std::vector<std::pair<pid_t, int>> frontier = {{root, 0}};  // (pid, its generation)
   while (!frontier.empty()) {
@@ -65,6 +80,23 @@ std::vector<SeenProcess> descendants(pid_t root, int depth) {
     }
   }
   return below;
+}
+
+std::vector<SeenProcess> outermost_setting(pid_t root, const std::string& variable) {
+  const auto children = children_by_parent();
+  std::vector<SeenProcess> found;
+  std::vector<pid_t> frontier = {root};
+  while (!frontier.empty()) {
+    const pid_t parent = frontier.back();
+    frontier.pop_back();
+    for (auto [it, end] = children.equal_range(parent); it != end; ++it) {
+      if (sets_variable(it->second.pid, variable))
+        found.push_back(it->second);
+      else
+        frontier.push_back(it->second.pid);
+    }
+  }
+  return found;
 }
 
 void signal_seen(const std::vector<SeenProcess>& processes, int signal) {

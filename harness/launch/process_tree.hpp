@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace faultline::harness {
@@ -19,6 +20,12 @@ struct SeenProcess {
 
 // Every process below `root` down to `depth` generations (1: its children), not `root` itself.
 std::vector<SeenProcess> descendants(pid_t root, int depth = 1 << 20);
+
+// The outermost processes below `root` whose environment sets `variable` (e.g. RANK): the
+// ranks a launcher started however deep they are (below a shell that wraps torchrun, say),
+// without their own children, which inherit it (data loader workers). A process whose
+// environment cannot be read counts as not setting it.
+std::vector<SeenProcess> outermost_setting(pid_t root, const std::string& variable);
 
 // Sends `signal` to each process still the one that was seen; the others are gone.
 void signal_seen(const std::vector<SeenProcess>& processes, int signal);

@@ -144,7 +144,8 @@ class SlurmTrial : public RunningTrial {
     for (const auto& arg : ranks[0].argv) srun.push_back(arg);
 
     if (step_mode_) {
-      srun_ = std::make_unique<ChildProcess>(ChildSpec{srun, "", env, out_dir_ + "/srun.log", ""});
+      srun_ =
+          std::make_unique<ChildProcess>(ChildSpec{srun, "", env, out_dir_ + "/srun.log", "", {}});
       return;
     }
     const std::string script = out_dir_ + "/job.sh";

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   setenv("MASTER_ADDR", master_addr().c_str(), 1);
   std::vector<std::string> command(argv + command_at, argv + argc);
   if (node_task) {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) unsetenv(name);
+    for (const char* name : faultline::harness::kLauncherSetsPerRank) unsetenv(name);
     command = faultline::harness::fill_node_of(
         command, {{"NODE_RANK", env("NODE_RANK")}, {"MASTER_ADDR", env("MASTER_ADDR")}});
   } else {

@@ -21,7 +21,7 @@ namespace faultline::harness {
 CommandResult run_command(const CommandSpec& spec) {
   if (spec.argv.empty()) throw InfraError("run_command: empty argv");
   const auto started = std::chrono::steady_clock::now();
-  ChildProcess child({spec.argv, spec.cwd, spec.env, spec.output_path, spec.error_path});
+  ChildProcess child({spec.argv, spec.cwd, spec.env, spec.output_path, spec.error_path, {}});
 
   CommandResult result;
   auto pause = std::chrono::milliseconds(1);

@@ -221,3 +221,17 @@ TEST(ExternalTrainer, ALauncherThatPutsItsRanksInSessionsOfTheirOwnLeavesNoneBeh
   EXPECT_EQ(failing_kinds_of(nan.doc.at("failures")), std::vector<std::string>{"nonfinite"})
       << nan.doc.dump();
 }
+
+// A launch script that runs torchrun (here a shell around the launcher, which waits for it): the
+// stack signal goes to the processes below it that the launcher gave a RANK, not to the shell
+// or the launcher, both of which die of it. faultline's own RANK (set here, as a job scheduler
+// may set it) is kept from the launcher, or the shell would pass for a rank.
+TEST(ExternalTrainer, ALauncherWrappedInAShellHasItsRanksStacksTaken) {
+  const std::string dir = make_temp_dir("ext-wrapped");
+  const std::string recipe =
+      helper_launched_per_node(dir, {"--sessions"}, {"/bin/sh", "-c", "\"$0\" \"$@\"; exit $?"});
+  ASSERT_EQ(setenv("RANK", "7", 1), 0);
+  expect_hang_of_rank_one_with_its_stack(recipe, dir);
+  unsetenv("RANK");
+  EXPECT_EQ(processes_left_mentioning(dir + "/runs/"), 0) << "processes of the hung trial";
+}

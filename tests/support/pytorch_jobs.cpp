@@ -126,17 +126,19 @@ nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const
 }
 
 std::string helper_launched_per_node(const std::string& dir,
-                                     const std::vector<std::string>& launcher_args) {
-  std::string extra;
-  for (const auto& arg : launcher_args) extra += "\"" + arg + "\", ";
+                                     const std::vector<std::string>& launcher_args,
+                                     const std::vector<std::string>& wrapper) {
+  std::string launcher;  // the command's words up to the script's own, as TOML strings
+  for (const auto& word : wrapper) launcher += nlohmann::json(word).dump() + ", ";
+  launcher += "\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
+              "/tests/e2e/launchers/spawn_ranks.py\", \"--nnodes\", \"{nnodes}\", "
+              "\"--nproc_per_node\", \"{nproc_per_node}\", \"--node_rank\", "
+              "\"{node_rank}\", \"--master_addr\", \"{master_addr}\", \"--master_port\", "
+              "\"{master_port}\", ";
+  for (const auto& arg : launcher_args) launcher += nlohmann::json(arg).dump() + ", ";
   std::ofstream(dir + "/launched.toml") << replaced(
       replaced(read_text(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
-               "command = [\"/usr/bin/python3\", \"" FAULTLINE_SOURCE_DIR
-               "/tests/e2e/launchers/spawn_ranks.py\", \"--nnodes\", \"{nnodes}\", "
-               "\"--nproc_per_node\", \"{nproc_per_node}\", \"--node_rank\", "
-               "\"{node_rank}\", \"--master_addr\", \"{master_addr}\", \"--master_port\", "
-               "\"{master_port}\", " +
-                   extra + "\"--\", \"/usr/bin/python3\", \"train.py\","),
+               "command = [" + launcher + "\"--\", \"/usr/bin/python3\", \"train.py\","),
       "[trainer]\n", "[trainer]\nranks_from = \"torchrun\"\nworkdir = \"" + kExamples + "\"\n");
   return dir + "/launched.toml";
 }

@@ -63,18 +63,20 @@ Cli isolate_imported(const std::string& dir, const Cli& imported,
 nlohmann::json expect_isolated_from_checkpoint_100(const std::string& dir, const std::string& run,
                                                    int64_t extra_steps = 0);
 
-// Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
 // train.toml started by tests/e2e/launchers/spawn_ranks.py, a launcher that starts its ranks
 // itself as torchrun does, one per node (ranks_from = "torchrun", its node placeholders), with
-// `launcher_args` more of its own (--sessions): written into `dir`, its path returned.
+// `launcher_args` more of its own (--sessions), itself started by `wrapper` (words before it in
+// the command: a shell, say) when given: written into `dir`, its path returned.
 std::string helper_launched_per_node(const std::string& dir,
-                                     const std::vector<std::string>& launcher_args = {});
+                                     const std::vector<std::string>& launcher_args = {},
+                                     const std::vector<std::string>& wrapper = {});
 
 // How many processes have `text` in their environment (e.g. a test's folder, which their
 // FAULTLINE_METRICS names) after up to 5 s for those being killed to go: what a trial left
 // running.
 int processes_left_mentioning(const std::string& text);
 
+// Rank 1 of 2 hangs at step 5: the finding names it and quotes its Python stack.
 void expect_hang_of_rank_one_with_its_stack(const std::string& recipe, const std::string& dir,
                                             std::vector<std::string> sets = {});
 

@@ -83,6 +83,25 @@ TEST(ChildProcess, OutputGoesToTheFileInTheWorkingDirectoryAndANameIsLookedUpInP
   EXPECT_EQ(faultline::testing::read_file(dir.file("where")), dir.path() + "\n");
 }
 
+// A launcher's child must not inherit RANK from the harness (local_launcher.cpp): the variables
+// named are taken out, the ones given are added, the rest are the harness's.
+TEST(ChildProcess, ItsEnvironmentIsTheHarnesssLessWhatIsUnsetPlusWhatIsGiven) {
+  ScratchDir dir;
+  ASSERT_EQ(setenv("FAULTLINE_TEST_UNSET", "inherited", 1), 0);
+  ASSERT_EQ(setenv("FAULTLINE_TEST_KEPT", "inherited", 1), 0);
+  ChildSpec spec = command({"/bin/sh", "-c",
+                            "echo \"${FAULTLINE_TEST_UNSET-unset} $FAULTLINE_TEST_KEPT "
+                            "$FAULTLINE_TEST_GIVEN\""});
+  spec.output_path = dir.file("log");
+  spec.env = {{"FAULTLINE_TEST_GIVEN", "given"}};
+  spec.unset_env = {"FAULTLINE_TEST_UNSET"};
+  ChildProcess child(spec);
+  EXPECT_EQ(wait_for(child).exit_code, 0);
+  unsetenv("FAULTLINE_TEST_UNSET");
+  unsetenv("FAULTLINE_TEST_KEPT");
+  EXPECT_EQ(faultline::testing::read_file(dir.file("log")), "unset inherited given\n");
+}
+
 TEST(ChildProcess, ACommandThatCannotStartIsAnInfraErrorNamingIt) {
   try {
     ChildProcess child(command({"faultline-no-such-command"}));

@@ -72,5 +72,36 @@ TEST(ProcessTree, AProcessNoLongerTheOneSeenIsNotSignalled) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
 }
 
+// A shell (no variable) that starts a shell with FAULTLINE_TEST_RANK set, which starts a sleep
+// that inherits it: the inner shell is the outermost process setting it, the sleep is not.
+TEST(ProcessTree, TheOutermostProcessesSettingAVariableAreFoundBelowOnesThatDoNot) {
+  unsetenv("FAULTLINE_TEST_RANK");
+  const pid_t outer = fork();
+  if (outer == 0) {
+    execl("/bin/sh", "sh", "-c", "FAULTLINE_TEST_RANK=3 /bin/sh -c 'sleep 300 & wait' & wait",
+          nullptr);
+    _exit(127);
+  }
+  std::vector<SeenProcess> below;
+  for (int tries = 0; tries < 3000 && below.size() < 2; ++tries) {  // up to 30 s: a busy machine
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    below = descendants(outer);
+  }
+  ASSERT_EQ(below.size(), 2u);
+  const auto children = descendants(outer, 1);
+  ASSERT_EQ(children.size(), 1u);
+  const auto found = outermost_setting(outer, "FAULTLINE_TEST_RANK");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].pid, children[0].pid) << "the inner shell, not the sleep below it";
+  EXPECT_TRUE(outermost_setting(outer, "FAULTLINE_TEST_NOWHERE").empty());
+  EXPECT_TRUE(outermost_setting(getpid(), "FAULTLINE_TEST_RANK").size() == 1u)
+      << "a process that does not set it is looked below";
+
+  signal_seen(below, SIGKILL);
+  kill(outer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(outer, &status, 0), outer);
+}
+
 }  // namespace
 }  // namespace faultline::harness
