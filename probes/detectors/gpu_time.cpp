@@ -14,8 +14,8 @@ double overlap_s(double a0, double a1, double b0, double b1) {
 }
 }  // namespace
 
-void GpuStepJoin::anchor(int rank, double t, double unix_time) {
-  anchors_[rank] = {t, unix_time};
+void GpuStepJoin::anchor(int rank, double t, double unix_time, int64_t first_step) {
+  anchors_[rank].push_back({first_step, t, unix_time});
 }
 
 void GpuStepJoin::add(const EventRecord& event) {
@@ -23,14 +23,24 @@ void GpuStepJoin::add(const EventRecord& event) {
   const auto fields = nlohmann::json::parse(event.json, nullptr, false);
   if (!fields.is_object()) return;
   const auto unix_time = fields.find("unix_time");
-  if (unix_time != fields.end() && unix_time->is_number())
-    anchor(event.rank, event.t, unix_time->get<double>());
+  if (unix_time == fields.end() || !unix_time->is_number()) return;
+  const auto first_step = fields.find("first_step");
+  anchor(event.rank, event.t, unix_time->get<double>(),
+         first_step != fields.end() && first_step->is_number_integer() ? first_step->get<int64_t>()
+                                                                       : 0);
 }
 
 void GpuStepJoin::add(const StepRecord& step) {
   // A step's window is the step_ms before its record: a step without one has nothing to join.
   if (!step.step_ms) return;
-  steps_[step.rank].push_back({step.step, step.t, *step.step_ms, step.data_ms.value_or(0)});
+  const auto anchors = anchors_.find(step.rank);
+  if (anchors == anchors_.end()) return;
+  const auto part =
+      std::find_if(anchors->second.rbegin(), anchors->second.rend(),
+                   [&](const Anchor& anchor) { return anchor.first_step <= step.step; });
+  if (part == anchors->second.rend()) return;
+  steps_[step.rank].push_back(
+      {step.step, part->unix_time + (step.t - part->t), *step.step_ms, step.data_ms.value_or(0)});
 }
 
 void GpuStepJoin::add(const GpuRecord& gpu) {
@@ -48,15 +58,13 @@ void GpuStepJoin::add(const GpuRecord& gpu) {
 std::vector<StepGpuTime> GpuStepJoin::steps() const {
   std::vector<StepGpuTime> out;
   for (const auto& [rank, steps] : steps_) {
-    auto anchor = anchors_.find(rank);
     auto gpu_it = gpu_.find(rank);
-    if (anchor == anchors_.end() || gpu_it == gpu_.end()) continue;
+    if (gpu_it == gpu_.end()) continue;
     const std::vector<Interval>& records = gpu_it->second;
     double longest = 0;
     for (const auto& r : records) longest = std::max(longest, r.unix_t1 - r.unix_t0);
-    const auto [anchor_t, anchor_unix] = anchor->second;
     for (const Step& s : steps) {
-      const double end = anchor_unix + (s.t - anchor_t);
+      const double end = s.unix_end;
       const double start = end - s.step_ms / 1e3, data_end = start + s.data_ms / 1e3;
       StepGpuTime joined{rank, s.step, s.step_ms, s.data_ms};
       // Records start in order; one that starts before start - longest cannot reach the step.

@@ -1,5 +1,5 @@
 // The GPU's side of each step: the CUPTI probe's `gpu` records (interval figures in Unix time)
-// joined with a rank's step records through its start event's `unix_time`. Pure and I/O-free.
+// joined with a rank's step records through its start events' `unix_time`. Pure and I/O-free.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +23,17 @@ struct StepGpuTime {
 
 class GpuStepJoin {
  public:
-  // The instant a rank's record time `t` was `unix_time` (its start event).
-  void anchor(int rank, double t, double unix_time);
-  // A rank's start event anchors it through its `unix_time`; other events, and a start without
-  // one (a trainer that does not write it), do nothing.
+  // The instant a rank's record time `t` was `unix_time` (its start event), for the part of its
+  // run that trains from `first_step` on: a run resumed from a checkpoint (a requeued job) has a
+  // start event per part, each with a clock of its own.
+  void anchor(int rank, double t, double unix_time, int64_t first_step = 0);
+  // A rank's start event anchors it through its `unix_time` and `first_step`; other events, and a
+  // start without `unix_time` (a trainer that does not write it), do nothing.
   void add(const EventRecord& event);
+  // Placed in Unix time as it comes, through the rank's last anchor so far whose first step is
+  // not after it: the current part when records stream in order, and the part that ran it last
+  // when a store gives every start first and then the steps it kept (the last run of each). A
+  // step before any anchor cannot be placed and is left out.
   void add(const StepRecord& step);
   void add(const GpuRecord& gpu);
   bool has_gpu_records() const { return !gpu_.empty(); }
@@ -37,7 +43,11 @@ class GpuStepJoin {
  private:
   struct Step {
     int64_t step;
-    double t, step_ms, data_ms;
+    double unix_end, step_ms, data_ms;
+  };
+  struct Anchor {
+    int64_t first_step;
+    double t, unix_time;
   };
   // What the join needs of a gpu record, in 32 bytes instead of its 112: a day's job has
   // hundreds of thousands of intervals per rank, all held until the join.
@@ -45,7 +55,7 @@ class GpuStepJoin {
     double unix_t0, unix_t1;
     float compute_ms, nccl_ms, idle_ms;
   };
-  std::map<int, std::pair<double, double>> anchors_;  // rank -> (t, unix_time)
+  std::map<int, std::vector<Anchor>> anchors_;  // each rank's, in the order they came
   std::map<int, std::vector<Step>> steps_;
   std::map<int, std::vector<Interval>> gpu_;  // each rank's by unix_t0 (kept so as they come)
 };

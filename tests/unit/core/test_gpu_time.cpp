@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "gpu_run.hpp"
 
 namespace faultline::detectors {
@@ -64,6 +67,70 @@ TEST(GpuTime, RanksWithoutAnAnchorOrGpuRecordsAreLeftOut) {
   const auto steps = join.steps();
   ASSERT_EQ(steps.size(), 2u);  // rank 0 has no start event with unix_time
   EXPECT_EQ(steps[0].rank, 1);
+}
+
+// A requeued job: part 1 (its clock at Unix 1000) trains steps 1-4, part 2 (a new process, its
+// clock at Unix 2000) resumes from the checkpoint of step 2. The GPU computed all through part 1
+// and idled all through part 2, so each step's figures say which part it was placed in.
+namespace requeued {
+
+StepRecord step_at(int64_t step, double t) {
+  StepRecord record;
+  record.step = step;
+  record.t = t;
+  record.step_ms = 100;
+  return record;
+}
+
+EventRecord start(double t, double unix_time, int64_t first_step) {
+  EventRecord event;
+  event.name = "start";
+  event.t = t;
+  event.json =
+      nlohmann::json{{"name", "start"}, {"unix_time", unix_time}, {"first_step", first_step}}
+          .dump();
+  return event;
+}
+
+void add_gpu(GpuStepJoin& join) {
+  for (double unix0 : {1000.0, 2000.0}) {
+    GpuRecord busy_or_idle{0, 0, 0, unix0, unix0 + 1};
+    (unix0 < 2000 ? busy_or_idle.compute_ms : busy_or_idle.idle_ms) = 1000;
+    join.add(busy_or_idle);
+  }
+}
+
+// (step, compute ms to the nearest ms) of each joined step.
+std::vector<std::pair<int64_t, long>> placed(const GpuStepJoin& join) {
+  std::vector<std::pair<int64_t, long>> out;
+  for (const auto& s : join.steps()) out.emplace_back(s.step, std::lround(s.compute_ms));
+  return out;
+}
+
+}  // namespace requeued
+
+TEST(GpuTime, ARestartedRanksStepsArePlacedThroughThePartThatRanThem) {
+  using namespace requeued;
+  using Placed = std::vector<std::pair<int64_t, long>>;
+  // As a store gives them: every start, then the last run of each step.
+  GpuStepJoin stored;
+  stored.add(start(0.0, 1000.0, 1));
+  stored.add(start(0.0, 2000.0, 3));
+  for (int64_t step : {1, 2}) stored.add(step_at(step, 0.1 * static_cast<double>(step)));
+  for (int64_t step : {3, 4, 5, 6}) stored.add(step_at(step, 0.1 * static_cast<double>(step - 2)));
+  add_gpu(stored);
+  EXPECT_EQ(placed(stored), (Placed{{1, 100}, {2, 100}, {3, 0}, {4, 0}, {5, 0}, {6, 0}}));
+
+  // As the metrics file streams them: steps 3 and 4 ran twice, once in each part.
+  GpuStepJoin streamed;
+  streamed.add(start(0.0, 1000.0, 1));
+  for (int64_t step : {1, 2, 3, 4}) streamed.add(step_at(step, 0.1 * static_cast<double>(step)));
+  streamed.add(start(0.0, 2000.0, 3));
+  for (int64_t step : {3, 4, 5, 6})
+    streamed.add(step_at(step, 0.1 * static_cast<double>(step - 2)));
+  add_gpu(streamed);
+  EXPECT_EQ(placed(streamed),
+            (Placed{{1, 100}, {2, 100}, {3, 100}, {4, 100}, {3, 0}, {4, 0}, {5, 0}, {6, 0}}));
 }
 
 }  // namespace
