@@ -29,10 +29,22 @@ namespace faultline::harness {
 
 namespace {
 
+// The last whole lines of a log, at most `bytes` and 15 lines of it: what a trainer said last
+// (argparse's one-line error comes after its usage block; a traceback's last line is its error).
 std::string log_tail(const std::string& path, size_t bytes = 2000) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  size_t from = text.size() > bytes ? text.size() - bytes : 0;
+  if (from > 0) from = std::min(text.size(), text.find('\n', from) + 1);  // no line cut in two
+  for (size_t at = text.size(), lines = 0; at != std::string::npos && at > from; ++lines) {
+    if (lines == 15) {
+      from = at + 1;
+      break;
+    }
+    at = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+  }
+  return (from > 0 ? "…\n" : "") + text.substr(from);
 }
 
 // A launcher's exit status is not its rank's (torchrun exits 1 whatever its ranks did): the
@@ -193,6 +205,30 @@ constexpr std::pair<Verdict, const char*> kVerdictNames[] = {{Verdict::Pass, "pa
                                                              {Verdict::Skip, "skip"},
                                                              {Verdict::InfraError, "infra_error"}};
 
+// Nothing judged is not a pass: a run that exited cleanly without a step record (the records
+// never arrived, or the program is no trainer: --trainer /bin/true), or, when it writes a
+// record every step, short of the steps it was asked for, did not do what it was asked.
+std::string not_trained(const contract::TrainerContract& trainer, const TrialSpec& spec,
+                        int64_t steps_asked, int64_t step_records, int64_t last_step,
+                        const std::string& log_path) {
+  const bool logged = trainer.records() == contract::RecordSource::Log;
+  if (step_records == 0 && spec.resume.empty())
+    return trainer.name() + " ended without a single step record: " +
+           (logged ? "no line of its output matched trainer.log_regex"
+                   : trainer.is_command()
+                         ? "it wrote none to $FAULTLINE_METRICS (faultline_probe.py writes them)"
+                         : "it wrote none to $FAULTLINE_METRICS (is --trainer faultline-train?)") +
+           "; the end of rank 0's log: " + log_tail(log_path, 600);
+  // A log-only trainer prints every so many steps; its last line may come before the last step.
+  if (!logged && steps_asked > 0 && step_records > 0 && last_step < steps_asked)
+    return fmt::format(
+        "{} exited cleanly after step {} of the {} asked, with no failure in its records: a "
+        "trainer must train the steps it is given (its steps key) or fail; the end of rank 0's "
+        "log: {}",
+        trainer.name(), last_step, steps_asked, log_tail(log_path, 600));
+  return "";
+}
+
 }  // namespace
 
 const char* to_string(Verdict verdict) {
@@ -327,15 +363,9 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   if (outcome.tokens_per_s == 0) outcome.tokens_per_s = summary.tokens_per_s;
   outcome.skipped_steps = summary.skipped_steps;
 
-  if (outcome.infra_detail.empty() && outcome.failures.empty() && summary.steps == 0 &&
-      trainer.is_command() && spec.resume.empty() && !outcome.interrupted)
-    // Nothing judged is not a pass: the records never arrived.
-    outcome.infra_detail =
-        trainer.name() + " ended without a single step record: " +
-        (trainer.records() == contract::RecordSource::Log
-             ? "no line of its output matched trainer.log_regex"
-             : "it wrote none to $FAULTLINE_METRICS (faultline_probe.py writes them)") +
-        "; the end of rank 0's log: " + log_tail(ranks.at(0).log_path, 600);
+  if (outcome.infra_detail.empty() && outcome.failures.empty() && !outcome.interrupted)
+    outcome.infra_detail = not_trained(trainer, spec, info.steps, summary.steps, outcome.last_step,
+                                       ranks.at(0).log_path);
   if (!outcome.infra_detail.empty())
     outcome.verdict = Verdict::InfraError;
   else
@@ -343,6 +373,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
 
   info.status = outcome.interrupted ? store::RunStatus::Interrupted : store::RunStatus::Finished;
   info.verdict = outcome.interrupted ? "" : to_string(outcome.verdict);
+  info.infra_detail = outcome.infra_detail;
   if (result.crash) {
     info.exit_code = result.crash->exit_code;
     if (result.crash->signal) info.signal = signal_name(result.crash->signal);

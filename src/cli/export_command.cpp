@@ -105,6 +105,9 @@ void write_export(const store::Store& store, const ExportArgs& args, std::ostrea
 }
 
 void run_export(const ExportArgs& args) {
+  if (args.context.json)
+    throw UserError("export writes its rows, not one JSON document", "--json",
+                    "give --format jsonl for a JSON object per row");
   auto store = open_existing_store(args.context.db);
   if (args.output.empty()) {
     write_export(store, args, std::cout);

@@ -60,6 +60,9 @@ void write_output(const std::string& path, const std::string& text, const std::s
 }
 
 void run_report(const ReportArgs& args) {
+  if (args.context.json)
+    throw UserError("a report is HTML, Markdown or PNG, not one JSON document", "--json",
+                    "faultline show RUN --json or faultline findings --json give its facts");
   if (args.html == "-" && args.markdown == "-")
     throw UserError("--html and --md both write to stdout", "--html -, --md -",
                     "give one of them a file");

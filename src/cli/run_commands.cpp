@@ -123,6 +123,7 @@ int run_train(const TrainArgs& args) {
     fmt::print("{}\n", json{{"run_id", outcome.run_id},
                             {"verdict", ending_of(outcome)},
                             {"failures", failures_json(outcome.failures)},
+                            {"infra_detail", outcome.infra_detail},
                             {"ranks", spec.ranks},
                             {"steps", outcome.last_step},
                             {"first_loss", finite_or_null(outcome.first_loss)},
@@ -193,7 +194,8 @@ int run_smoke(const SmokeArgs& args) {
                           {"verdict", ending_of(outcome)},
                           {"queue_wait_s", outcome.queue_wait_s},
                           {"run_s", outcome.run_s()},
-                          {"failures", failures_json(outcome.failures)}});
+                          {"failures", failures_json(outcome.failures)},
+                          {"infra_detail", outcome.infra_detail}});
     if (!args.context.json) print_outcome(outcome, spec);
     if (outcome.interrupted) {
       cut_short = outcome;

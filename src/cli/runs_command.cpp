@@ -88,6 +88,7 @@ json run_json(const store::RunInfo& run, const store::MetricsSummary& summary) {
           {"duration_s", seconds ? json(*seconds) : json()},
           {"parent", run.parent},
           {"failures", failures},
+          {"infra_detail", run.infra_detail},  // "": none (only an infra_error run has one)
           {"malformed", run.malformed},
           {"steps_stored", summary.steps},
           {"steps_run", steps_run(summary)},
@@ -190,7 +191,10 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
              summary.skipped_steps > 0
                  ? fmt::format("; {} skipped by the loss scaler", summary.skipped_steps)
                  : "");
-  if (run.failures.empty()) fmt::print("  failures: none\n");
+  if (!run.infra_detail.empty())
+    fmt::print("  could not run: {}\n", run.infra_detail);
+  else if (run.failures.empty())
+    fmt::print("  failures: none\n");
   for (const auto& f : run.failures)
     fmt::print("  failure:  {} at step {} rank {}: {}\n", f.kind,
                f.step < 0 ? std::string("-") : std::to_string(f.step),

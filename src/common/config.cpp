@@ -271,6 +271,10 @@ void ConfigBinder::bind(const std::string& key, double& field, Range<double> ran
     if (value->type != ConfigValue::Type::Int && value->type != ConfigValue::Type::Float) {
       errors_.add("expected a number, got " + value->type_name() + " " + value->toml(),
                   where(key, value));
+    } else if (std::isinf(real)) {
+      // TOML's inf (or 1e400, which parses to it): no setting means it; a run would fail of it.
+      errors_.add("value " + value->toml() + " is not a finite number", where(key, value),
+                  "give a finite value");
     } else if ((range.min && !(real >= *range.min)) || (range.max && !(real <= *range.max))) {
       std::string hint = "expected a number";
       if (range.min) hint += " >= " + format_real(*range.min);

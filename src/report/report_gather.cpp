@@ -32,6 +32,7 @@ bool fails_run(const store::RunFailure& failure) {
 Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions& options) {
   const auto run = load_run(store, run_id);
   const auto summary = store.summarize(run_id);
+  const int64_t steps_done = std::max<int64_t>(0, summary.last_step);  // -1: no step record
   Report report;
   report.subject = Subject::Run;
   report.title = fmt::format("Run {}", run_id);
@@ -50,7 +51,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   } else {
     report.verdict = fmt::format("Run {} {} after {} step{} on {} rank{}", run_id,
                                  run.verdict.empty() ? store::to_string(run.status) : run.verdict,
-                                 summary.last_step, summary.last_step == 1 ? "" : "s", run.ranks,
+                                 steps_done, steps_done == 1 ? "" : "s", run.ranks,
                                  run.ranks == 1 ? "" : "s");
     if (summary.first_loss && summary.last_loss)
       report.verdict +=
@@ -69,6 +70,10 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
     report.failures.rows.push_back(
         {failure.kind, failure.step >= 0 ? std::to_string(failure.step) : "",
          failure.rank >= 0 ? std::to_string(failure.rank) : "", failure.detail});
+  // Why it could not run (the trainer's own words, from its log) is the table's first row.
+  if (!run.infra_detail.empty())
+    report.failures.rows.insert(report.failures.rows.begin(),
+                                {run.verdict, "", "", run.infra_detail});
   const auto anomalies = store.anomalies(run_id);
   if (!anomalies.empty()) {
     const auto& first = anomalies.front();
@@ -82,7 +87,7 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   }
   report.summary = {{"recipe", run.config_path},
                     {"ranks", std::to_string(run.ranks)},
-                    {"steps", fmt::format("{} of {} asked", summary.last_step, run.steps)},
+                    {"steps", fmt::format("{} of {} asked", steps_done, run.steps)},
                     {"status", store::to_string(run.status)},
                     {"started", run.started_at},
                     {"ended", run.ended_at},

@@ -27,7 +27,7 @@ void set_run_column(sqlite3* db, const std::string& path, int64_t id, const char
 constexpr const char* kRunColumns =
     "id, config_path, config, config_hash, ranks, steps, data_fraction, argv, launcher, "
     "started_at, ended_at, status, exit_code, signal, verdict, parent, owner_pid, owner_host, "
-    "out_dir";
+    "out_dir, infra_detail";
 
 RunInfo read_run(const Statement& row) {
   RunInfo run;
@@ -50,6 +50,7 @@ RunInfo read_run(const Statement& row) {
   run.owner_pid = row.int64(16);
   run.owner_host = row.text(17);
   run.out_dir = row.text(18);
+  run.infra_detail = row.text(19);
   return run;
 }
 
@@ -132,7 +133,7 @@ void Store::finish_run(int64_t id, const RunInfo& result) {
   detail::Transaction transaction(db_, path_, tx_depth_);
   Statement update(db_, path_,
                    "UPDATE runs SET status = ?, ended_at = ?, exit_code = ?, signal = ?, "
-                   "verdict = ? WHERE id = ?");
+                   "verdict = ?, infra_detail = ? WHERE id = ?");
   const RunStatus status =
       result.status == RunStatus::Running ? RunStatus::Finished : result.status;
   update.bind(1, to_string(status));
@@ -148,7 +149,8 @@ void Store::finish_run(int64_t id, const RunInfo& result) {
     update.bind_null(4);
   }
   update.bind(5, result.verdict);
-  update.bind(6, id);
+  update.bind(6, result.infra_detail);
+  update.bind(7, id);
   update.run();
   if (sqlite3_changes(db_) != 1) {
     throw std::runtime_error("store: finish_run of unknown run " + std::to_string(id));

@@ -1,4 +1,4 @@
-// Schema versions 1 to 9, and the migration runner. Number columns of metrics have no declared
+// Schema versions 1 to 10, and the migration runner. Number columns of metrics have no declared
 // type on purpose: no affinity, so REAL keeps -0.0 and a NaN can be TEXT (see real_codec.hpp).
 #include "store/schema.hpp"
 
@@ -232,6 +232,13 @@ CREATE TABLE gpu_intervals (
 CREATE INDEX gpu_intervals_by_run ON gpu_intervals(run_id, rank);
 )sql";
 
+// Version 10: why an infra_error run could not run (a trainer that rejected its arguments, or
+// wrote no step record), with the end of its log: it was printed once and lost, so `show` and
+// `report` of such a run said nothing of it, and `gc` removed the log that did.
+const char* const kVersion10 = R"sql(
+ALTER TABLE runs ADD COLUMN infra_detail TEXT NOT NULL DEFAULT '';
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -261,9 +268,9 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3,
-                                                 kVersion4, kVersion5, kVersion6,
-                                                 kVersion7, kVersion8, kVersion9};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                                 kVersion5, kVersion6, kVersion7, kVersion8,
+                                                 kVersion9, kVersion10};
   return steps;
 }
 

@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -54,6 +54,7 @@ struct RunInfo {
   std::optional<int> exit_code;       // of the first rank that failed, or 0
   std::optional<std::string> signal;  // "SIGSEGV", ...
   std::string verdict;                // "pass" | "fail" | "skip" | "infra_error" | "" while running
+  std::string infra_detail;           // why an infra_error run could not run, with its log's tail
   std::vector<RunFailure> failures;
   std::vector<RankMalformed> malformed;  // ranks with malformed metrics lines, by rank
   std::string parent;                    // e.g. "smoke:<id>" for rungs of a smoke gate; free text

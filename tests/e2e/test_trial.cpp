@@ -121,3 +121,31 @@ TEST(Trial, MalformedMetricsLinesAreCountedPerRankAndStored) {
   EXPECT_EQ(stored.malformed[0].first_line, "not json");
   EXPECT_EQ(stored.malformed[0].first_error, outcome.malformed[0].first_error);
 }
+
+// Nothing judged is not a pass: a "trainer" that exits 0 without a step record (--trainer
+// /bin/true), and one that stops cleanly short of its steps, could not do what they were asked.
+// Why is kept with the run, not only printed.
+TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWithTheRun) {
+  Bench bench;
+  const Outcome nothing = bench.run(micro({"train.steps=5"}), "/bin/true");
+  EXPECT_EQ(nothing.verdict, Verdict::InfraError);
+  EXPECT_THAT(nothing.infra_detail,
+              HasSubstr("faultline-train ended without a single step record: it wrote none to "
+                        "$FAULTLINE_METRICS (is --trainer faultline-train?)"));
+  auto stored = *bench.store.get_run(nothing.run_id);
+  EXPECT_EQ(stored.verdict, "infra_error");
+  EXPECT_EQ(stored.infra_detail, nothing.infra_detail);
+
+  // Trains 2 of its 5 steps (train.stop_after behind faultline's back), then exits 0.
+  const std::string short_trainer = bench.dir + "/train-two-steps";
+  std::ofstream(short_trainer) << "#!/bin/sh\n"
+                               << "exec '" FAULTLINE_TRAIN_BIN
+                                  "' \"$@\" --set train.stop_after=2\n";
+  ASSERT_EQ(chmod(short_trainer.c_str(), 0755), 0);
+  const Outcome stopped = bench.run(micro({"train.steps=5"}), short_trainer);
+  EXPECT_EQ(stopped.verdict, Verdict::InfraError);
+  EXPECT_THAT(stopped.infra_detail,
+              HasSubstr("faultline-train exited cleanly after step 2 of the 5 asked, with no "
+                        "failure in its records"));
+  EXPECT_EQ(bench.store.get_run(stopped.run_id)->infra_detail, stopped.infra_detail);
+}

@@ -130,6 +130,23 @@ TEST(Config, RangeErrorsSayWhatIsValid) {
   EXPECT_EQ(f.warmup, 0);  // a rejected value leaves the default
 }
 
+// inf (or 1e400, which parses to it) passes a bound that has no maximum; no setting means it.
+TEST(Config, AnInfiniteNumberIsRefusedWhereNoMaximumWouldCatchIt) {
+  ConfigSource source = ConfigSource::from_string("[optim]\nbeta = inf\n", "i.toml");
+  source.apply_overrides({"optim.eps=1e400"});
+  double beta = 0.9, eps = 1e-8;
+  ConfigBinder binder(source);
+  binder.bind("optim.beta", beta, {0.0, {}});
+  binder.bind("optim.eps", eps, {0.0, {}});
+  std::vector<ErrorItem> errors = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].what, "value inf is not a finite number");
+  EXPECT_EQ(errors[0].where, "optim.beta at i.toml:2");
+  EXPECT_EQ(errors[0].hint, "give a finite value");
+  EXPECT_EQ(errors[1].where, "optim.eps at --set optim.eps");
+  EXPECT_EQ(beta, 0.9);  // a rejected value leaves the default
+}
+
 TEST(Config, AllErrorsAreReportedAtOnceUnknownKeysFirst) {
   ConfigSource source = ConfigSource::from_string("bogus = 1\n[optim]\nlr = \"fast\"\n", "a.toml");
   source.apply_overrides({"model.n_layer=0", "model.n_layr=3"});
