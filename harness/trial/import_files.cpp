@@ -59,8 +59,24 @@ int64_t drop_superseded(std::vector<MetricsRecord>& records, size_t& part_begin,
 }
 
 // A checkpoint event's path, relative paths read from the run's directory.
+// Where a checkpoint a line names is now: as named (absolute), relative to the run's folder, or
+// by its last parts under that folder: a trainer names it from its own working directory
+// (`faultline-train --out out/run1` writes out/run1/checkpoints/...), and a folder copied or
+// moved elsewhere keeps its checkpoints below it. The first that exists; else the path
+// relative to the folder, for the error.
 std::string checkpoint_file(const fs::path& dir, const std::string& path) {
-  return fs::path(path).is_absolute() ? path : (dir / path).string();
+  const fs::path named(path);
+  if (named.is_absolute() && fs::exists(named)) return path;
+  const fs::path in_dir = named.is_absolute() ? named : dir / named;
+  if (fs::exists(in_dir)) return in_dir.string();
+  const fs::path relative = named.relative_path();
+  const std::vector<fs::path> parts(relative.begin(), relative.end());
+  for (size_t drop = 1; drop < parts.size(); ++drop) {
+    fs::path suffix;
+    for (size_t i = drop; i < parts.size(); ++i) suffix /= parts[i];
+    if (fs::exists(dir / suffix)) return (dir / suffix).string();
+  }
+  return in_dir.string();
 }
 
 // Whether a rank's file may hold a restart, whose records supersede earlier ones: a log (a step
@@ -231,8 +247,9 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
           throw UserError(fmt::format("the checkpoint of step {} that line {} names is missing: {}",
                                       event->step.value_or(-1), line_number, path),
                           file.path,
-                          fmt::format("copy the run's checkpoints along with its {} (their paths "
-                                      "as its lines name them, or relative to its folder)",
+                          fmt::format("copy the run's checkpoints along with its {} (at the "
+                                      "paths its lines name, or below its folder as they were "
+                                      "below the trainer's --out)",
                                       what));
         EventRecord resolved = *event;
         json with_path = fields;

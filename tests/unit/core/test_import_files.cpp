@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -82,6 +84,41 @@ TEST(ImportFiles, ARestartedJobKeepsTheLastRunOfEachStepAndItsLastPartsEnd) {
   EXPECT_EQ(file.stacks,
             "\n    Current thread 0x01 (most recent call first):\n      File \"t.py\", "
             "line 3 in f");
+}
+
+// faultline-train --out out/run1 names its checkpoints from its own working directory
+// (out/run1/checkpoints/...), and a folder moved elsewhere has its absolute paths stale: both are
+// found below the run's folder by their last parts. One found nowhere is named with the folder.
+TEST(ImportFiles, ACheckpointIsFoundBelowTheRunsFolderWhateverDirectoryItsPathWasFrom) {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir.file("checkpoints"));
+  write_file(dir.file("checkpoints/step-00000010.ckpt"), "x");
+  write_file(dir.file("checkpoints/step-00000020.ckpt"), "x");
+  auto checkpoint = [](int64_t number, const std::string& path) {
+    return line({{"type", "event"}, {"name", "checkpoint"}, {"step", number}, {"path", path}});
+  };
+  std::string text = line({{"type", "event"}, {"name", "start"}});
+  for (int64_t s = 1; s <= 20; ++s) {
+    text += step(s);
+    if (s == 10) text += checkpoint(s, "out/run1/checkpoints/step-00000010.ckpt");
+    if (s == 20) text += checkpoint(s, "/moved/away/checkpoints/step-00000020.ckpt");
+  }
+  write_file(dir.file("metrics.rank0.jsonl"), text);
+  const RankFile file = read_rank_file(find_run_files(dir.path(), 0, nullptr), 0);
+  std::vector<std::string> paths;
+  for (const auto& record : file.records)
+    if (const auto* event = std::get_if<EventRecord>(&record); event && event->name == "checkpoint")
+      paths.push_back(json::parse(event->json).at("path"));
+  EXPECT_EQ(paths, (std::vector<std::string>{dir.file("checkpoints/step-00000010.ckpt"),
+                                             dir.file("checkpoints/step-00000020.ckpt")}));
+
+  write_file(dir.file("metrics.rank0.jsonl"),
+             text + checkpoint(21, "out/run1/checkpoints/step-00000021.ckpt"));
+  const auto errors = faultline::testing::user_errors(
+      [&] { read_rank_file(find_run_files(dir.path(), 0, nullptr), 0); });
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].what, "the checkpoint of step 21 that line 24 names is missing: " +
+                                dir.file("out/run1/checkpoints/step-00000021.ckpt"));
 }
 
 TEST(ImportFiles, EachRestartSaysWhereThePartBeforeItStopped) {
