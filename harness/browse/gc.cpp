@@ -13,6 +13,7 @@
 
 #include "common/event_names.hpp"
 #include "harness/browse/run_list.hpp"
+#include "harness/trial/run_owner.hpp"
 #include "harness/trial/trial_cache.hpp"
 
 namespace faultline::harness {
@@ -137,6 +138,13 @@ GcPlan plan_gc(const store::Store& store, const GcOptions& options) {
     const std::string dir = run_directory(run, events);
     std::error_code error;
     if (dir.empty() || !fs::is_directory(dir, error)) continue;
+    if (held_by_another_run(dir, store.path(), run.id)) {
+      // This run's folder went before (an earlier gc), and another store's run took its name.
+      const auto owner = read_run_owner(dir);
+      plan.kept.push_back(fmt::format("run {}: {}: now run {} of {}, left alone", run.id, dir,
+                                      owner->run_id, owner->store));
+      continue;
+    }
     if (options.keep == KeepFindings::Everything && needs.runs.count(run.id)) {
       plan.kept.push_back(fmt::format("run {}: {}: all of it, the evidence of F{}", run.id, dir,
                                       needs.runs.at(run.id)));

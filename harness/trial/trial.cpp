@@ -20,6 +20,7 @@
 #include "harness/launch/local_launcher.hpp"
 #include "harness/trial/ingest_sink.hpp"
 #include "harness/trial/rank_launches.hpp"
+#include "harness/trial/run_owner.hpp"
 #include "harness/trial/teardown_deaths.hpp"
 #include "probes/detectors/reference.hpp"
 #include "probes/detectors/run_judge.hpp"
@@ -215,9 +216,9 @@ std::string not_trained(const contract::TrainerContract& trainer, const TrialSpe
   if (step_records == 0 && spec.resume.empty())
     return trainer.name() + " ended without a single step record: " +
            (logged ? "no line of its output matched trainer.log_regex"
-                   : trainer.is_command()
-                         ? "it wrote none to $FAULTLINE_METRICS (faultline_probe.py writes them)"
-                         : "it wrote none to $FAULTLINE_METRICS (is --trainer faultline-train?)") +
+            : trainer.is_command()
+                ? "it wrote none to $FAULTLINE_METRICS (faultline_probe.py writes them)"
+                : "it wrote none to $FAULTLINE_METRICS (is --trainer faultline-train?)") +
            "; the end of rank 0's log: " + log_tail(log_path, 600);
   // A log-only trainer prints every so many steps; its last line may come before the last step.
   if (!logged && steps_asked > 0 && step_records > 0 && last_step < steps_asked)
@@ -311,6 +312,7 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
     store_.set_run_out_dir(outcome.run_id, outcome.out_dir);
   });
   std::filesystem::create_directories(outcome.out_dir);
+  write_run_owner(outcome.out_dir, {store_.path(), outcome.run_id});
   for (const auto& [path, text] : command.files) std::ofstream(path) << text;
 
   const int64_t vocab = config.bundled ? config.bundled->model.vocab_size : 0;

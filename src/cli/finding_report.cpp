@@ -115,9 +115,14 @@ namespace {
 
 store::FindingInfo load_finding(store::Store& store, const std::string& reference) {
   auto id = finding_reference(reference);
+  // A bare number is a run everywhere else (show, report, export): never taken for a finding.
   if (!id && !reference.empty() &&
       std::all_of(reference.begin(), reference.end(), [](char c) { return std::isdigit(c); }))
-    id = std::stoll(reference);
+    throw UserError("'" + reference + "' is a run id, not a finding", "FINDING",
+                    "give F" + reference + " for finding " + reference +
+                        " (see `faultline findings`); a run's failure is searched with "
+                        "`faultline isolate --run " +
+                        reference + "`");
   if (!id)
     throw UserError("'" + reference + "' is not a finding", "FINDING",
                     "give a finding id such as F3 (see `faultline findings`)");

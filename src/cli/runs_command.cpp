@@ -22,6 +22,7 @@
 #include "harness/browse/gc.hpp"
 #include "harness/browse/run_list.hpp"
 #include "harness/launch/launcher_config.hpp"
+#include "harness/trial/run_owner.hpp"
 #include "harness/trial/trial.hpp"
 #include "harness/trial/trial_cache.hpp"
 #include "report/gpu_figures.hpp"
@@ -182,8 +183,13 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   const std::string overrides = overrides_of(words);
   fmt::print("  overrides: {}\n", overrides.empty() ? "-" : overrides);
   const std::string dir = harness::run_directory(run, store.events(run.id, {kCheckpointEvent}));
-  fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir,
-             !dir.empty() && !std::filesystem::exists(dir) ? " (removed)" : "");
+  std::string gone;
+  if (!dir.empty() && !std::filesystem::exists(dir))
+    gone = " (removed)";
+  else if (!dir.empty() && harness::held_by_another_run(dir, store.path(), run.id))
+    gone = fmt::format(" (removed; the folder now holds run {} of {})",
+                       harness::read_run_owner(dir)->run_id, harness::read_run_owner(dir)->store);
+  fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir, gone);
   fmt::print("  started:  {}{}\n", run.started_at,
              run.ended_at.empty() ? "" : ", ended " + run.ended_at);
   fmt::print("  loss:     {} -> {} ({} step records{})\n", loss_text(summary.first_loss),

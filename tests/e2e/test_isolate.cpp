@@ -253,6 +253,12 @@ TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {
   auto missing = faultline_cli({"repro", "F99"}, dir);
   EXPECT_EQ(missing.result.exit_code, 2);
   EXPECT_THAT(missing.result.output, HasSubstr("no finding F99"));
+  // A bare number is a run everywhere else: `repro 1` is not taken for F1.
+  auto bare = faultline_cli({"repro", id.substr(1)}, dir);
+  EXPECT_EQ(bare.result.exit_code, 2);
+  EXPECT_THAT(bare.result.output,
+              HasSubstr("faultline: error: '" + id.substr(1) + "' is a run id, not a finding " +
+                        "(FINDING); give " + id));
 }
 
 TEST(Isolate, BisectStepsStopsAfterTheStepAndItsTrialsServeIsolate) {

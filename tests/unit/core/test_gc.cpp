@@ -2,11 +2,13 @@
 // command line, what a finding's repro needs stays, everything else of finished runs goes.
 #include "harness/browse/gc.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "harness/trial/run_owner.hpp"
 #include "harness/trial/trial_cache.hpp"
 #include "test_support.hpp"
 
@@ -119,6 +121,37 @@ TEST(Gc, KeepFindingsKeepsTheEvidenceRunsWholeAndOlderThanSparesNewRuns) {
   GcOptions old;
   old.older_than = Clock::now() - std::chrono::hours(1);
   EXPECT_TRUE(plan_gc(store, old).items.empty()) << "the run ended just now";
+}
+
+// Two stores share a work dir. Store A's gc removed its run 1's folder; store B's run 1 then took
+// the free name run-1. A's next gc must leave B's folder alone: its owner file says whose it is.
+TEST(Gc, AFolderThatNowHoldsAnotherStoresRunIsLeftAlone) {
+  ScratchDir dir;
+  const std::string work = dir.file("runs");
+  auto a = store::Store::open(dir.file("a.db"));
+  const int64_t a_run = stored_run(a, work, {});
+  const std::string folder = work + "/run-" + std::to_string(a_run);
+  write_run_owner(folder, {a.path(), a_run});
+  EXPECT_FALSE(held_by_another_run(folder, a.path(), a_run));
+  EXPECT_TRUE(held_by_another_run(folder, a.path(), a_run + 1));
+  ASSERT_EQ(plan_gc(a, {}).items.size(), 1u) << "its own folder goes";
+  EXPECT_TRUE(apply_gc(plan_gc(a, {})).empty());
+  ASSERT_FALSE(fs::exists(folder));
+
+  auto b = store::Store::open(dir.file("b.db"));
+  const int64_t b_run = stored_run(b, work, {});
+  ASSERT_EQ(b_run, a_run);
+  write_run_owner(folder, {b.path(), b_run});
+  const auto plan = plan_gc(a, {});
+  EXPECT_TRUE(plan.items.empty());
+  ASSERT_EQ(plan.kept.size(), 1u);
+  EXPECT_EQ(plan.kept[0], fmt::format("run {}: {}: now run {} of {}, left alone", a_run, folder,
+                                      b_run, dir.file("b.db")));
+  EXPECT_EQ(plan_gc(b, {}).items.size(), 1u) << "for its own store it is a run folder like any";
+
+  // A file that is not this faultline's version is as good as none.
+  write_file(folder + "/" + kRunOwnerFile, R"({"version": 2, "store": "/x.db", "run_id": 1})");
+  EXPECT_FALSE(read_run_owner(folder).has_value());
 }
 
 TEST(Gc, BytesReadAsPeopleWriteThem) {
