@@ -135,19 +135,31 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
     values[key] = placeholder_text(value);
   }
 
-  auto integer_key = [&](const std::string& key, const std::string& naming, int64_t& out) {
+  // A key faultline reads (the steps, the warm-up): checked here, not by the trainer once launched.
+  auto integer_key = [&](const std::string& key, const std::string& naming, int64_t& out,
+                         int64_t least) {
     auto it = recipe.config.find(key);
-    if (it == recipe.config.end() || it->second.type != ConfigValue::Type::Int) {
-      errors.add(naming + " names '" + key + "', which the recipe does not set to an integer",
+    if (it == recipe.config.end()) {
+      errors.add(naming + " names '" + key + "', which the recipe does not set",
                  where(naming, source),
-                 "name the trainer's own key in [trainer] " + naming.substr(8) + " = \"...\"");
+                 "set it in the recipe, or name the trainer's own key in [trainer] " +
+                     naming.substr(8) + " = \"...\"");
       return;
     }
-    out = it->second.integer;
+    const ConfigValue& value = it->second;
+    if (value.type != ConfigValue::Type::Int)
+      errors.add("expected an integer, got " + value.type_name() + " " + value.toml(),
+                 key + " at " + value.origin, naming + " names it: write it without quotes");
+    else if (value.integer < least)
+      errors.add(fmt::format("value {} is out of range", value.integer),
+                 key + " at " + value.origin,
+                 fmt::format("{} names it: expected an integer >= {}", naming, least));
+    else
+      out = value.integer;
   };
-  integer_key(trainer.steps_key, "trainer.steps_key", recipe.steps);
+  integer_key(trainer.steps_key, "trainer.steps_key", recipe.steps, 1);
   if (!trainer.warmup_key.empty())
-    integer_key(trainer.warmup_key, "trainer.warmup_key", recipe.warmup_steps);
+    integer_key(trainer.warmup_key, "trainer.warmup_key", recipe.warmup_steps, 0);
   if (!trainer.data_fraction_key.empty()) {
     auto it = recipe.config.find(trainer.data_fraction_key);
     if (it == recipe.config.end())

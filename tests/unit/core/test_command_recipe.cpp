@@ -190,11 +190,23 @@ TEST(CommandRecipe, TheStepsKeyMustNameAnIntegerOfTheRecipe) {
   write_file(dir.file("r.toml"), "[trainer]\ncommand = [\"/bin/sh\"]\n[loop]\niters = 5\n");
   const auto items = user_errors([&] { load_recipe(dir.file("r.toml"), {}); });
   ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].what,
-            "trainer.steps_key names 'train.steps', which the recipe does not set to an integer");
+  EXPECT_EQ(items[0].what, "trainer.steps_key names 'train.steps', which the recipe does not set");
   write_file(dir.file("r.toml"),
              "[trainer]\ncommand = [\"/bin/sh\"]\nsteps_key = \"loop.iters\"\n[loop]\niters = 5\n");
   EXPECT_EQ(load_recipe(dir.file("r.toml"), {}).steps, 5);
+  // Set, but not to a number of steps: the value is named where it was given, before a launch.
+  write_file(dir.file("q.toml"),
+             "[trainer]\ncommand = [\"/bin/sh\"]\nsteps_key = \"loop.iters\"\n[loop]\niters = "
+             "\"5\"\n");
+  const auto quoted = user_errors([&] { load_recipe(dir.file("q.toml"), {}); });
+  ASSERT_EQ(quoted.size(), 1u);
+  EXPECT_EQ(quoted[0].what, "expected an integer, got string \"5\"");
+  EXPECT_EQ(quoted[0].where, "loop.iters at " + dir.file("q.toml") + ":5");
+  EXPECT_EQ(quoted[0].hint, "trainer.steps_key names it: write it without quotes");
+  const auto negative = user_errors([&] { load_recipe(dir.file("r.toml"), {"loop.iters=-3"}); });
+  ASSERT_EQ(negative.size(), 1u);
+  EXPECT_EQ(negative[0].what, "value -3 is out of range");
+  EXPECT_EQ(negative[0].hint, "trainer.steps_key names it: expected an integer >= 1");
 }
 
 }  // namespace
