@@ -1,5 +1,7 @@
 // What the isolate phases share: running trials through the cache with progress and counters,
 // judging outcomes against the failure under study, and finding a trial's checkpoints.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 
@@ -37,10 +39,16 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
                         {"wall_s", result.from_cache ? 0.0 : result.outcome.wall_s}});
     if (progress_) {
       // An interrupted trial's verdict is that of the steps it ran before the signal: not a result.
+      // "fail" alone read as the phase failing (a determinism check whose run failed again, as
+      // it should): the line says which run and what it showed.
       std::string note = result.outcome.interrupted
                              ? std::string("interrupted")
-                             : std::string(to_string(result.outcome.verdict)) +
-                                   (result.from_cache ? " (stored trial reused)" : "");
+                             : fmt::format("run {}: {}{}{}", result.outcome.run_id,
+                                           to_string(result.outcome.verdict),
+                                           result.outcome.verdict == Verdict::Fail
+                                               ? first_failure_text(result.outcome)
+                                               : std::string(),
+                                           result.from_cache ? " (stored trial reused)" : "");
       progress_({ProgressEvent::TrialDone, phase_, phase_trials_,
                  std::max(expected_, phase_trials_), steps_executed, note});
     }
@@ -48,6 +56,15 @@ std::vector<Outcome> Context::run(const std::vector<TrialSpec>& specs, CacheUse 
     outcomes.push_back(std::move(result.outcome));
   }
   return outcomes;
+}
+
+std::string first_failure_text(const Outcome& outcome) {
+  for (const auto& failure : outcome.failures)
+    if (detectors::severity(failure.kind) == detectors::Severity::Failure)
+      return failure.step > 0
+                 ? fmt::format(" ({} at step {})", to_string(failure.kind), failure.step)
+                 : fmt::format(" ({})", to_string(failure.kind));
+  return "";
 }
 
 std::optional<detectors::Failure> failure_of(const Outcome& outcome, detectors::FailureKind kind) {

@@ -67,6 +67,8 @@ bool shows(const Outcome& outcome, detectors::FailureKind kind);
 // else (another failure, or it could not run: no evidence either way).
 bisect::Observation judge(const Outcome& outcome, detectors::FailureKind kind);
 std::optional<detectors::Failure> failure_of(const Outcome& outcome, detectors::FailureKind kind);
+// " (nonfinite at step 30)": the first failure of a failing trial, for its progress line.
+std::string first_failure_text(const Outcome& outcome);
 // The failure to isolate: the earliest by step; ties go to the better-localized kind.
 std::optional<detectors::Failure> primary_failure(const std::vector<detectors::Failure>& failures);
 

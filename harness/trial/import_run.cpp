@@ -46,8 +46,10 @@ std::optional<trainer::TrainConfig> bundled_config(const json& start, const std:
   }
 }
 
-// What ran the run, as its start event tells: e.g. "python train.py --steps 200".
+// What ran the run, as its start event tells: e.g. "python train.py --steps 200"; faultline-train
+// names itself by the trajectory hash only it writes.
 std::string trainer_of(const json& start) {
+  if (start.contains("trajectory_hash") && !start.contains("command")) return "faultline-train";
   std::vector<std::string> words;
   if (start.contains("trainer") && start["trainer"].is_string())
     words.push_back(start["trainer"].get<std::string>());

@@ -196,6 +196,7 @@ TEST(IsolateRun, AnImportedPlainTrainerRunIsIsolatedFromItsCheckpoints) {
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
   EXPECT_EQ(imported.doc.at("verdict"), "fail");
   EXPECT_EQ(imported.doc.at("checkpoints"), 4);  // steps 50, 100, 150 and 200
+  EXPECT_EQ(imported.doc.at("trainer"), "faultline-train");
   const int64_t run = imported.doc.at("run_id");
   auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
   ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
