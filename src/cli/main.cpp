@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     // --help arrives as a ParseError with exit code 0; everything else is a usage mistake.
     if (error.get_exit_code() == 0) return app.exit(error);
+    if (app.get_subcommands().empty())
+      if (auto unknown = unknown_command(app, std::vector<std::string>(argv + 1, argv + argc)))
+        return errors.usage("unknown command '" + unknown->word + "'", unknown->hint);
     return errors.usage(error.what(), usage_hint(app));
   } catch (const faultline::UserError& error) {
     return errors.user(error);

@@ -2,7 +2,9 @@
 #include "cli/option_checks.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -68,6 +70,27 @@ CLI::Validator above_zero() {
 
 CLI::Validator not_negative() {
   return number_check(0, Bound::Closed, "a number >= 0", ">=0");
+}
+
+std::optional<UnknownCommand> unknown_command(const CLI::App& app,
+                                              const std::vector<std::string>& words) {
+  std::vector<std::string> commands;
+  for (const CLI::App* command : app.get_subcommands({})) commands.push_back(command->get_name());
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    if (word.rfind("-", 0) == 0) {
+      // --db x.db: its value is not the command; --db=x.db and flags carry none.
+      const CLI::Option* option = app.get_option_no_throw(word.substr(0, word.find('=')));
+      if (option && word.find('=') == std::string::npos && option->get_expected_min() > 0) ++i;
+      continue;
+    }
+    if (std::find(commands.begin(), commands.end(), word) != commands.end()) return std::nullopt;
+    const std::string guess = closest_match(word, commands);
+    return UnknownCommand{word, (guess.empty() ? "" : "did you mean '" + guess + "'? ") +
+                                    fmt::format("the commands: {} (see `faultline --help`)",
+                                                fmt::join(commands, ", "))};
+  }
+  return std::nullopt;
 }
 
 std::string usage_hint(const CLI::App& app) {

@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace faultline::cli {
 
@@ -24,5 +26,15 @@ CLI::Validator not_negative();
 // The usage line of a command-line mistake: `<what> (command line)` and where to read more, for
 // the deepest subcommand that was parsed (`faultline train --help`).
 std::string usage_hint(const CLI::App& app);
+
+// The word where a command was expected that names none (`faultline trian -c tiny`), with a
+// did-you-mean; nullopt when the command line names one or none at all. Options before the command
+// (`--db x.db`) and their values are stepped over.
+struct UnknownCommand {
+  std::string word;
+  std::string hint;
+};
+std::optional<UnknownCommand> unknown_command(const CLI::App& app,
+                                              const std::vector<std::string>& words);
 
 }  // namespace faultline::cli

@@ -132,5 +132,22 @@ TEST(OptionChecks, TheBinaryRefusesANegativeStepCountBeforeRunningAnything) {
   EXPECT_THAT(json.err, HasSubstr("faultline: error: --run: 0 is not an integer >= 1"));
 }
 
+// A mistyped command is named as one, with the command it is likely to be: CLI11's own message
+// listed the rest of the line backwards ("not expected: tiny -c trian"). Options before the
+// command and their values are not taken for it.
+TEST(OptionChecks, AnUnknownCommandIsNamedWithTheOneItIsLikelyToBe) {
+  ScratchDir dir;
+  const Result typo = run(dir, "--db x.db trian -c tiny");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("faultline: error: unknown command 'trian' (command line); did "
+                                  "you mean 'train'? the commands: "));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.db")));
+  const Result other = run(dir, "frobnicate");
+  EXPECT_THAT(other.err, HasSubstr("faultline: error: unknown command 'frobnicate' (command "
+                                   "line); the commands: "));
+  // A known command's own mistakes keep CLI11's words.
+  EXPECT_THAT(run(dir, "runs --bogus").err, HasSubstr("--bogus"));
+}
+
 }  // namespace
 }  // namespace faultline::cli
