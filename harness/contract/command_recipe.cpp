@@ -188,25 +188,25 @@ CommandRecipe load_command_recipe(ConfigSource source, const std::vector<std::st
   auto check = [&](const std::vector<std::string>& pattern, const std::string& name,
                    const std::string& own) {
     std::set<std::string> used;
-    for (const auto& part : pattern)
-      for (const auto& placeholder : placeholders_of(part)) {
+    for (size_t index = 0; index < pattern.size(); ++index)
+      for (const auto& placeholder : placeholders_of(pattern[index])) {
+        const std::string element = "trainer." + name + "." + std::to_string(index);
         used.insert(placeholder);
         if (values.count(placeholder) || placeholder == own) continue;
         if (is_node_placeholder(placeholder)) {
           errors.add("placeholder {" + placeholder +
                          "} is filled only for a trainer that starts "
                          "its own ranks",
-                     where("trainer." + name + ".0", source),
+                     where(element, source),
                      "set ranks_from = \"torchrun\" in [trainer] (one launcher process per "
                      "node), or leave it out: each rank gets RANK, WORLD_SIZE, LOCAL_RANK, "
                      "MASTER_ADDR and MASTER_PORT");
           continue;
         }
-        errors.add("placeholder {" + placeholder + "} names no key of the recipe",
-                   where("trainer." + name + ".0", source),
-                   "placeholders are {section.key} of the recipe, {out}" +
-                       (own.empty() ? std::string() : ", {" + own + "}") +
-                       guess(placeholder, own_keys));
+        errors.add(
+            "placeholder {" + placeholder + "} names no key of the recipe", where(element, source),
+            "placeholders are {section.key} of the recipe, {out}" +
+                (own.empty() ? std::string() : ", {" + own + "}") + guess(placeholder, own_keys));
       }
     if (!own.empty() && !pattern.empty() && !used.count(own))
       errors.add("trainer." + name + " does not use {" + own + "}",

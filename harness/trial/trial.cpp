@@ -281,7 +281,13 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   info.config = config.canonical;
   info.config_hash = config.hash;
   info.ranks = spec.ranks;
-  info.steps = spec.stop_after > 0 ? std::min(spec.stop_after, config.steps) : config.steps;
+  // A prefix asked of the trial (--steps), or in the bundled trainer's own config (--set
+  // train.stop_after=N): the steps the run is asked to train.
+  int64_t stop_after = spec.stop_after;
+  if (config.bundled && config.bundled->train.stop_after > 0)
+    stop_after = stop_after > 0 ? std::min(stop_after, config.bundled->train.stop_after)
+                                : config.bundled->train.stop_after;
+  info.steps = stop_after > 0 ? std::min(stop_after, config.steps) : config.steps;
   info.data_fraction = config.data_fraction;
   info.launcher = launcher_.name();
   info.parent = spec.parent;

@@ -236,7 +236,7 @@ steps = 10
   EXPECT_EQ(cli.result.exit_code, 2) << cli.result.output;
   EXPECT_THAT(
       cli.result.output,
-      HasSubstr("placeholder {optim.lrate} names no key of the recipe (trainer.command.0 at "));
+      HasSubstr("placeholder {optim.lrate} names no key of the recipe (trainer.command.3 at "));
   EXPECT_THAT(cli.result.output, HasSubstr("the regular expression has no 'step' group"));
   std::ofstream(dir + "/r.toml") << "[trainer]\ncommand = [\"python9-no\"]\n[train]\nsteps = 10\n";
   cli = faultline_cli({"train", "-c", dir + "/r.toml"}, dir);

@@ -120,7 +120,7 @@ steps = 20
   EXPECT_EQ(whats, expected);
   EXPECT_NE(items[1].hint.find("did you mean 'optim.lr'?"), std::string::npos);
   EXPECT_NE(items[3].hint.find("did you mean 'fingerprints'?"), std::string::npos);
-  EXPECT_NE(items[6].where.find("trainer.command.0 at "), std::string::npos);
+  EXPECT_NE(items[6].where.find("trainer.command.2 at "), std::string::npos);  // the element
   EXPECT_NE(items[8].hint.find("/usr/bin/python3"), std::string::npos);
 }
 
@@ -162,7 +162,7 @@ TEST(CommandRecipe, NodePlaceholdersAreForALauncherThatStartsItsOwnRanks) {
   ASSERT_EQ(items.size(), 4u);
   EXPECT_EQ(items[0].what,
             "placeholder {nnodes} is filled only for a trainer that starts its own ranks");
-  EXPECT_NE(items[0].where.find("trainer.command.0"), std::string::npos) << items[0].where;
+  EXPECT_NE(items[0].where.find("trainer.command.1"), std::string::npos) << items[0].where;
   EXPECT_NE(items[0].hint.find("ranks_from = \"torchrun\""), std::string::npos) << items[0].hint;
   EXPECT_EQ(items[3].what,
             "placeholder {master_addr} is filled only for a trainer that starts its own ranks");
