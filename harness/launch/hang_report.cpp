@@ -61,6 +61,19 @@ std::string stacks_in_log(const std::string& path) {
   for (auto& block : blocks)
     if (std::find(distinct.begin(), distinct.end(), block) == distinct.end())
       distinct.push_back(std::move(block));
+  // The helper's own threads (its watchdog, in faultline_probe.py and threading.py only) last:
+  // the signal may land on one, which then heads the dump, and 40 lines would be mostly theirs.
+  std::stable_partition(distinct.begin(), distinct.end(), [](const auto& block) {
+    bool helpers = false;
+    for (const auto& line : block) {
+      if (line.find("File \"") == std::string::npos) continue;
+      if (line.find("faultline_probe.py\"") != std::string::npos)
+        helpers = true;
+      else if (line.find("threading.py\"") == std::string::npos)
+        return true;
+    }
+    return !helpers;
+  });
   std::string stacks;
   int lines = 0;
   for (const auto& block : distinct)

@@ -68,5 +68,26 @@ TEST(HangReport, StacksAreTheFaulthandlerBlocksOfALogAndNothingElse) {
   EXPECT_EQ(stacks_in_log(dir.file("missing.txt")), "");
 }
 
+// The signal landed on the helper's watchdog thread, whose block faulthandler prints first: the
+// script's own threads come first, the helper's (faultline_probe.py, threading.py) after them.
+TEST(HangReport, TheHelpersOwnThreadsComeAfterTheScripts) {
+  ScratchDir dir;
+  write_file(dir.file("rank1.log"),
+             "Current thread 0x02 (most recent call first):\n"
+             "  File \"/usr/share/faultline/python/faultline_probe.py\", line 90 in _watch\n"
+             "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n"
+             "\n"
+             "Thread 0x01 (most recent call first):\n"
+             "  File \"train.py\", line 209 in at_step_start\n"
+             "  File \"/usr/share/faultline/python/faultline_probe.py\", line 40 in step\n");
+  EXPECT_EQ(stacks_in_log(dir.file("rank1.log")),
+            "\n    Thread 0x01 (most recent call first):"
+            "\n      File \"train.py\", line 209 in at_step_start"
+            "\n      File \"/usr/share/faultline/python/faultline_probe.py\", line 40 in step"
+            "\n    Current thread 0x02 (most recent call first):"
+            "\n      File \"/usr/share/faultline/python/faultline_probe.py\", line 90 in _watch"
+            "\n      File \"/usr/lib/python3.11/threading.py\", line 975 in run");
+}
+
 }  // namespace
 }  // namespace faultline::harness
