@@ -166,7 +166,9 @@ store::Store open_existing_store(const std::string& flag) {
 
 void require_store(const std::string& flag) {
   const std::string path = resolve_db_path(flag);
-  if (!fs::exists(path)) {
+  std::error_code error;
+  // An empty file is no store either (a `touch`, a failed copy): opening it would write one.
+  if (!fs::exists(path) || (fs::is_regular_file(path) && fs::file_size(path, error) == 0)) {
     const char* from = !flag.empty()                 ? "--db"
                        : std::getenv("FAULTLINE_DB") ? "$FAULTLINE_DB"
                                                      : "the default store";

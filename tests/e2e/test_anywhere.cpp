@@ -213,6 +213,12 @@ TEST(Anywhere, CommandsThatOnlyReadTheStoreDoNotCreateOne) {
             "no faultline store at " + real + "/elsewhere.db");
   EXPECT_EQ(named.doc.at("error").at("items").at(0).at("where"), "--db");
   EXPECT_FALSE(fs::exists(dir + "/elsewhere.db"));
+  // An empty file (a `touch`) is no store either, and stays empty.
+  std::ofstream(dir + "/empty.db").close();
+  auto empty = run_in(dir, FAULTLINE_BIN, {"runs", "--db", "empty.db"});
+  EXPECT_EQ(empty.result.exit_code, 2);
+  EXPECT_THAT(empty.result.output, HasSubstr("no faultline store at " + real + "/empty.db"));
+  EXPECT_EQ(fs::file_size(dir + "/empty.db"), 0u);
 }
 
 TEST(Anywhere, SharedOptionsGoBeforeTheSubcommandAndJsonFailuresAreJson) {
