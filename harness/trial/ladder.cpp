@@ -2,6 +2,8 @@
 // layer flattens to rungs.<i>.<key>.
 #include "harness/trial/ladder.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
@@ -33,9 +35,12 @@ Ladder load_ladder(const std::string& path) {
     binder.bind(prefix + "name", rung.name);
     binder.bind(prefix + "ranks", rung.ranks, {0, 4096});
     binder.bind(prefix + "steps", rung.steps, {0, {}});
-    binder.bind(prefix + "data_fraction", rung.data_fraction, {0.0, 1.0});
-    if (!(rung.data_fraction > 0))
-      binder.fail(prefix + "data_fraction", "data_fraction must be above 0", "use (0, 1]");
+    // (0, 1]: checked here, as a bound of the binder's would say 0 is fine.
+    binder.bind(prefix + "data_fraction", rung.data_fraction);
+    if (!(rung.data_fraction > 0 && rung.data_fraction <= 1))
+      binder.fail(prefix + "data_fraction",
+                  fmt::format("data_fraction {} is not in (0, 1]", rung.data_fraction),
+                  "a share of the data: above 0, at most 1");
     ladder.rungs.push_back(rung);
   }
   // A ladder says which rungs to climb; how their ranks start is the recipe's to say.

@@ -53,3 +53,17 @@ TEST(Ladder, ALauncherSectionIsAnErrorThatSaysItBelongsInTheRecipe) {
   EXPECT_NE(items[1].where.find("launcher.toml:2"), std::string::npos) << items[1].where;
   EXPECT_EQ(items[1].hint, "[launcher] belongs in the recipe given with -c, not in the ladder");
 }
+
+// A rung trains on a share of the data: 0 and 2 are both refused, with the same words.
+TEST(Ladder, ADataFractionOutsideZeroToOneIsRefusedAsSuch) {
+  const auto items = faultline::testing::user_errors([] {
+    load_ladder(write("fraction.toml",
+                      "[[rungs]]\nsteps = 10\ndata_fraction = 2\n"
+                      "[[rungs]]\nsteps = 10\ndata_fraction = 0\n"
+                      "[[rungs]]\nsteps = 10\ndata_fraction = 0.25\n"));
+  });
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].what, "data_fraction 2 is not in (0, 1]");
+  EXPECT_EQ(items[1].what, "data_fraction 0 is not in (0, 1]");
+  EXPECT_EQ(items[1].hint, "a share of the data: above 0, at most 1");
+}
