@@ -99,7 +99,7 @@ void print_finding(const store::FindingInfo& finding) {
              counted(doc.value("trials", 0), "trial"), text_of(doc["steps_executed"]),
              text_of(doc["rank_steps_executed"]));
   if (!doc["failing_run"].is_null())
-    fmt::print("  run:      from failing run {}\n", text_of(doc["failing_run"]));
+    fmt::print("  run:      from run {} (the run searched)\n", text_of(doc["failing_run"]));
   for (const auto& why : doc["skipped"]) fmt::print("  note:     {}\n", text_of(why));
   fmt::print("  repro:    faultline repro F{}   ({})\n", finding.id, text_of(doc["repro_command"]));
 }
