@@ -151,7 +151,8 @@ RunFiles find_run_files(const std::string& given, int ranks, const LogRecords* l
                                 fs::path(rank_file(path, 0, log)).filename().string()),
                     path.string(),
                     log ? "give the job's log file, or a folder of rank<r>.log files"
-                        : "give the run's output directory (faultline-train --out)");
+                        : "give the run's output directory (faultline-train's --out, or "
+                          "the folder a script's FAULTLINE_METRICS wrote into)");
   for (int rank = 0; rank < count; ++rank) files.paths.push_back(rank_file(path, rank, log));
   // Before any file is read: a missing rank is known at once, not after the others' records.
   for (int rank = 0; rank < count; ++rank)
