@@ -37,7 +37,8 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!text.empty() && text.back() == '\n') text.pop_back();
   size_t from = text.size() > bytes ? text.size() - bytes : 0;
-  if (from > 0) from = std::min(text.size(), text.find('\n', from) + 1);  // no line cut in two
+  if (const size_t newline = text.find('\n', from); from > 0 && newline != std::string::npos)
+    from = newline + 1;  // no line cut in two (one line longer than `bytes` is cut)
   for (size_t at = text.size(), lines = 0; at != std::string::npos && at > from; ++lines) {
     if (lines == 15) {
       from = at + 1;
