@@ -148,4 +148,20 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
               HasSubstr("faultline-train exited cleanly after step 2 of the 5 asked, with no "
                         "failure in its records"));
   EXPECT_EQ(bench.store.get_run(stopped.run_id)->infra_detail, stopped.infra_detail);
+
+  // A trainer that refuses its input (exit 2) after a long usage text: the detail quotes its
+  // last 15 whole lines, its error last, not the usage's first half cut mid-word.
+  const std::string refusing = bench.dir + "/train-refusing";
+  std::ofstream(refusing)
+      << "#!/bin/sh\n"
+      << "for i in $(seq 1 40); do echo \"usage: train [--option-$i N]\"; done\n"
+      << "echo 'train: error: --steps must be at least 1'\nexit 2\n";
+  ASSERT_EQ(chmod(refusing.c_str(), 0755), 0);
+  const Outcome refused = bench.run(micro({"train.steps=5"}), refusing);
+  EXPECT_EQ(refused.verdict, Verdict::InfraError);
+  EXPECT_THAT(refused.infra_detail,
+              HasSubstr("rank 0 exited 2 before training: …\nusage: train [--option-27 N]\n"));
+  EXPECT_THAT(refused.infra_detail,
+              ::testing::EndsWith("[--option-40 N]\ntrain: error: --steps must be at least 1"));
+  EXPECT_THAT(refused.infra_detail, ::testing::Not(HasSubstr("--option-26 ")));
 }
