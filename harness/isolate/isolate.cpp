@@ -307,6 +307,29 @@ IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateRes
   return store_finding(context, result, state, checkpoint, {});
 }
 
+namespace {
+
+// A stored finding of the same kind, reproduced by the same trial spec, at the same place; the
+// newest. What the search cost (its trials, reused or not) is no part of what was found.
+std::optional<int64_t> same_finding_stored(const store::Store& store,
+                                           const store::FindingInfo& found) {
+  const json fields = json::parse(found.fields_json);
+  auto place = [](const json& f) {
+    json kept = json::object();
+    for (const char* key :
+         {"step", "rank", "ranks", "where", "phase", "samples", "shards", "config_culprit", "host"})
+      if (f.contains(key)) kept[key] = f[key];
+    return kept;
+  };
+  for (const auto& stored : store.list_findings(-1))
+    if (stored.kind == found.kind && stored.repro_json == found.repro_json &&
+        place(json::parse(stored.fields_json, nullptr, false)) == place(fields))
+      return stored.id;
+  return std::nullopt;
+}
+
+}  // namespace
+
 IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& result, json& state,
                                       const SearchCheckpoint& checkpoint, const std::string& note) {
   Finding& finding = result.finding;
@@ -325,7 +348,14 @@ IsolateResult Isolator::store_finding(isolate::Context& context, IsolateResult& 
                                          .pasted_command(finding.repro, options_.trainer)}}
                         .dump();
   info.search_id = result.search_id;
-  result.finding_id = store_.add_finding(info);
+  // The same search again (its trials reused from the cache) finds the same thing: it is the
+  // finding stored before, not a second one.
+  if (const auto same = same_finding_stored(store_, info)) {
+    result.finding_id = *same;
+    result.already_stored = true;
+  } else {
+    result.finding_id = store_.add_finding(info);
+  }
   state["finding_id"] = result.finding_id;
   checkpoint("done", store::SearchStatus::Done);
   result.status = IsolateStatus::Localized;

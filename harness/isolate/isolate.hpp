@@ -91,6 +91,7 @@ struct IsolateResult {
   IsolateStatus status = IsolateStatus::NotReproduced;
   Finding finding;
   int64_t finding_id = 0;
+  bool already_stored = false;  // the same finding was stored by an earlier search: finding_id
   int64_t search_id = 0;
   std::string message;  // why not reproduced
 };

@@ -170,10 +170,16 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
     return static_cast<int>(ExitCode::NotReproduced);
   }
   auto finding = store.get_finding(result.finding_id);
-  if (args.context.json)
-    fmt::print("{}\n", finding_document(*finding).dump());
-  else
+  if (args.context.json) {
+    auto doc = finding_document(*finding);
+    doc["already_stored"] = result.already_stored;
+    fmt::print("{}\n", doc.dump());
+  } else {
     print_finding(*finding);
+    if (result.already_stored)
+      fmt::print("  stored:   before, on {}; this search found it again (not stored twice)\n",
+                 finding->created_at);
+  }
   if (!args.context.json)
     fmt::print("next: faultline report F{0} --html f{0}.html\n", result.finding_id);
   return static_cast<int>(ExitCode::Ok);

@@ -254,6 +254,13 @@ TEST(Isolate, ReproOfAFreshFindingIsBitwiseIdentical) {
   EXPECT_TRUE(shown.doc.at("evidence").at("host").contains("gemm"));
   auto listed = faultline_cli({"findings", "--json"}, dir);
   ASSERT_EQ(listed.doc.at("findings").size(), 1u);
+  EXPECT_EQ(found.doc.at("already_stored"), false);
+  // The same search again (its trials from the cache) finds the finding already stored.
+  auto again = isolate({"fault.nan_step=9", "fault.nan_layer=blocks.0.attn"}, {}, dir);
+  ASSERT_EQ(again.result.exit_code, 0) << again.result.output;
+  EXPECT_EQ(again.doc.at("finding_id"), found.doc.at("finding_id"));
+  EXPECT_EQ(again.doc.at("already_stored"), true);
+  EXPECT_EQ(faultline_cli({"findings", "--json"}, dir).doc.at("findings").size(), 1u);
   auto missing = faultline_cli({"repro", "F99"}, dir);
   EXPECT_EQ(missing.result.exit_code, 2);
   EXPECT_THAT(missing.result.output, HasSubstr("no finding F99"));
