@@ -309,15 +309,17 @@ IsolateResult Isolator::store_rank_finding(isolate::Context& context, IsolateRes
 
 namespace {
 
-// A stored finding of the same kind, reproduced by the same trial spec, at the same place; the
-// newest. What the search cost (its trials, reused or not) is no part of what was found.
+// A stored finding of the same kind, reproduced by the same trial spec, at the same place, by a
+// search of the same reach (its trials, counting those reused from the cache, and what it could
+// not search): `bisect steps` stops before the samples an `isolate` goes on to, and its null
+// samples mean "not searched". The newest such.
 std::optional<int64_t> same_finding_stored(const store::Store& store,
                                            const store::FindingInfo& found) {
   const json fields = json::parse(found.fields_json);
   auto place = [](const json& f) {
     json kept = json::object();
-    for (const char* key :
-         {"step", "rank", "ranks", "where", "phase", "samples", "shards", "config_culprit", "host"})
+    for (const char* key : {"step", "rank", "ranks", "where", "phase", "samples", "shards",
+                            "config_culprit", "host", "trials", "skipped"})
       if (f.contains(key)) kept[key] = f[key];
     return kept;
   };

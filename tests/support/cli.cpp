@@ -45,10 +45,14 @@ std::function<int()> interrupt_past_step(const std::string& db, int64_t step, bo
   sent = false;
   return [db, step, &sent] {
     if (sent || !std::filesystem::exists(db)) return 0;
-    auto store = store::Store::open(db);
-    for (const auto& run : store.list_runs(-1))
-      sent = sent ||
-             (run.status == store::RunStatus::Running && store.summarize(run.id).last_step >= step);
+    try {
+      auto store = store::Store::open(db);
+      for (const auto& run : store.list_runs(-1))
+        sent = sent || (run.status == store::RunStatus::Running &&
+                        store.summarize(run.id).last_step >= step);
+    } catch (const std::exception&) {
+      return 0;  // polled while faultline was creating the store (a lock, a schema half made)
+    }
     return sent ? SIGINT : 0;
   };
 }
