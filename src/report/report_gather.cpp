@@ -49,10 +49,10 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
       if (failure.step >= 0 && (!report.bad_step || failure.step < *report.bad_step))
         report.bad_step = failure.step;
   } else {
-    report.verdict = fmt::format("Run {} {} after {} step{} on {} rank{}", run_id,
-                                 run.verdict.empty() ? store::to_string(run.status) : run.verdict,
-                                 steps_done, steps_done == 1 ? "" : "s", run.ranks,
-                                 run.ranks == 1 ? "" : "s");
+    report.verdict =
+        fmt::format("Run {} {} after {} step{} on {} rank{}", run_id,
+                    run.verdict.empty() ? store::to_string(run.status) : run.verdict, steps_done,
+                    steps_done == 1 ? "" : "s", run.ranks, run.ranks == 1 ? "" : "s");
     if (summary.first_loss && summary.last_loss)
       report.verdict +=
           fmt::format("; loss {:.4g} → {:.4g}", *summary.first_loss, *summary.last_loss);
