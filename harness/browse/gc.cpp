@@ -138,9 +138,8 @@ GcPlan plan_gc(const store::Store& store, const GcOptions& options) {
     const std::string dir = run_directory(run, events);
     std::error_code error;
     if (dir.empty() || !fs::is_directory(dir, error)) continue;
-    if (held_by_another_run(dir, store.path(), run.id)) {
+    if (const auto owner = held_by_another_run(dir, store.path(), run.id)) {
       // This run's folder went before (an earlier gc), and another store's run took its name.
-      const auto owner = read_run_owner(dir);
       plan.kept.push_back(fmt::format("run {}: {}: now run {} of {}, left alone", run.id, dir,
                                       owner->run_id, owner->store));
       continue;

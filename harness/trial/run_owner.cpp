@@ -43,9 +43,12 @@ std::optional<RunOwner> read_run_owner(const std::string& dir) {
   return RunOwner{json["store"].get<std::string>(), json["run_id"].get<int64_t>()};
 }
 
-bool held_by_another_run(const std::string& dir, const std::string& store_path, int64_t run_id) {
-  const auto owner = read_run_owner(dir);
-  return owner && (owner->run_id != run_id || owner->store != absolute_normal(store_path));
+std::optional<RunOwner> held_by_another_run(const std::string& dir, const std::string& store_path,
+                                            int64_t run_id) {
+  auto owner = read_run_owner(dir);
+  if (owner && (owner->run_id != run_id || owner->store != absolute_normal(store_path)))
+    return owner;
+  return std::nullopt;
 }
 
 }  // namespace faultline::harness

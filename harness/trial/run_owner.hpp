@@ -23,7 +23,9 @@ void write_run_owner(const std::string& dir, const RunOwner& owner);
 // wrote one, or not a trial's) or with one this faultline cannot read.
 std::optional<RunOwner> read_run_owner(const std::string& dir);
 
-// Whether `dir` holds another run than `run_id` of the store at `store_path` (by its owner file).
-bool held_by_another_run(const std::string& dir, const std::string& store_path, int64_t run_id);
+// The run `dir` holds by its owner file when that is another than `run_id` of the store at
+// `store_path`; nullopt when it is that run's, or names none.
+std::optional<RunOwner> held_by_another_run(const std::string& dir, const std::string& store_path,
+                                            int64_t run_id);
 
 }  // namespace faultline::harness

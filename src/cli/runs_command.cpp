@@ -186,9 +186,10 @@ void print_run(const store::Store& store, const store::RunInfo& run) {
   std::string gone;
   if (!dir.empty() && !std::filesystem::exists(dir))
     gone = " (removed)";
-  else if (!dir.empty() && harness::held_by_another_run(dir, store.path(), run.id))
-    gone = fmt::format(" (removed; the folder now holds run {} of {})",
-                       harness::read_run_owner(dir)->run_id, harness::read_run_owner(dir)->store);
+  else if (const auto owner =
+               dir.empty() ? std::nullopt : harness::held_by_another_run(dir, store.path(), run.id))
+    gone =
+        fmt::format(" (removed; the folder now holds run {} of {})", owner->run_id, owner->store);
   fmt::print("  run dir:  {}{}\n", dir.empty() ? "-" : dir, gone);
   fmt::print("  started:  {}{}\n", run.started_at,
              run.ended_at.empty() ? "" : ", ended " + run.ended_at);

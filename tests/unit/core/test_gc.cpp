@@ -132,8 +132,8 @@ TEST(Gc, AFolderThatNowHoldsAnotherStoresRunIsLeftAlone) {
   const int64_t a_run = stored_run(a, work, {});
   const std::string folder = work + "/run-" + std::to_string(a_run);
   write_run_owner(folder, {a.path(), a_run});
-  EXPECT_FALSE(held_by_another_run(folder, a.path(), a_run));
-  EXPECT_TRUE(held_by_another_run(folder, a.path(), a_run + 1));
+  EXPECT_FALSE(held_by_another_run(folder, a.path(), a_run).has_value());
+  EXPECT_TRUE(held_by_another_run(folder, a.path(), a_run + 1).has_value());
   ASSERT_EQ(plan_gc(a, {}).items.size(), 1u) << "its own folder goes";
   EXPECT_TRUE(apply_gc(plan_gc(a, {})).empty());
   ASSERT_FALSE(fs::exists(folder));
