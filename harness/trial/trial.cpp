@@ -36,6 +36,7 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.empty()) return "(it is empty)";
   size_t from = text.size() > bytes ? text.size() - bytes : 0;
   if (const size_t newline = text.find('\n', from); from > 0 && newline != std::string::npos)
     from = newline + 1;  // no line cut in two (one line longer than `bytes` is cut)

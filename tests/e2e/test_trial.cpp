@@ -131,7 +131,8 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
   EXPECT_EQ(nothing.verdict, Verdict::InfraError);
   EXPECT_THAT(nothing.infra_detail,
               HasSubstr("faultline-train ended without a single step record: it wrote none to "
-                        "$FAULTLINE_METRICS (is --trainer faultline-train?)"));
+                        "$FAULTLINE_METRICS (is --trainer faultline-train?); the end of rank "
+                        "0's log: (it is empty)"));
   auto stored = *bench.store.get_run(nothing.run_id);
   EXPECT_EQ(stored.verdict, "infra_error");
   EXPECT_EQ(stored.infra_detail, nothing.infra_detail);
