@@ -133,6 +133,9 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   context.trainer = contract::TrainerContract::of(failing.config_path);
   if (evidence && !evidence->recipe.empty())
     context.trainer = context.trainer.declared_in(evidence->recipe);
+  // A baseline that computes the same thing can neither be a loss reference nor differ in a
+  // key: said now, not after the trials that would show it.
+  if (baseline) isolate::config_differences(context, failing, *baseline);
   json state = {{"request", {{"failing", spec_to_json(failing)}, {"from_run", request.from_run}}},
                 {"phase", "reproduce"}};
   result.search_id = store_.create_search("isolate", state.dump());

@@ -46,9 +46,8 @@ std::optional<Reproduction> reproduce_against_baseline(Context& context, const T
   return reproduction;
 }
 
-std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
-                                         const TrialSpec& baseline, const Scale& scale,
-                                         const detectors::Failure& failure) {
+std::vector<ConfigChange> config_differences(const Context& context, const TrialSpec& failing,
+                                             const TrialSpec& baseline) {
   const auto bad = resolved_keys(failing);
   const auto good = resolved_keys(baseline);
   std::vector<ConfigChange> differences;
@@ -62,6 +61,13 @@ std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& fail
                     baseline.config_path,
                     "a baseline must differ in a config key (--baseline-set optim.lr=3e-3)");
   }
+  return differences;
+}
+
+std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
+                                         const TrialSpec& baseline, const Scale& scale,
+                                         const detectors::Failure& failure) {
+  const auto differences = config_differences(context, failing, baseline);
   const auto full = contract::load_recipe(failing.config_path, failing.overrides);
   const int64_t shown = detectors::evidence_step(failure);
   const int64_t horizon =

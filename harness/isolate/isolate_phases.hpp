@@ -205,6 +205,12 @@ std::optional<Reproduction> reproduce_against_baseline(Context& context, const T
                                                        const TrialSpec& baseline,
                                                        std::string& why_not, Outcome& ran);
 
+// The config keys (training keys, not watch-only ones) where the failing setup differs from the
+// baseline. A baseline that differs in none computes the same thing: a UserError, before any
+// trial runs.
+std::vector<ConfigChange> config_differences(const Context& context, const TrialSpec& failing,
+                                             const TrialSpec& baseline);
+
 // 5. The 1-minimal set of config changes from the baseline that makes it fail.
 std::vector<ConfigChange> config_culprit(Context& context, const TrialSpec& failing,
                                          const TrialSpec& baseline, const Scale& scale,

@@ -131,6 +131,9 @@ TEST(Isolate, BadInputIsExitTwoWithTheReason) {
   auto same = isolate({"optim.lr=10"}, {"--baseline-set", "optim.lr=10"}, dir);
   EXPECT_EQ(same.result.exit_code, 2);
   EXPECT_THAT(same.result.output, HasSubstr("the baseline computes the same thing"));
+  auto runs = faultline_cli({"runs", "--all", "--json"}, dir);
+  EXPECT_EQ(runs.doc.at("runs"), nlohmann::json::array())
+      << "a same baseline is refused before any trial";
   auto failing = isolate({"optim.lr=10"}, {"--baseline-set", "optim.beta1=0.8"}, dir);
   EXPECT_EQ(failing.result.exit_code, 2);
   EXPECT_THAT(failing.result.output, HasSubstr("the baseline does not pass"));
