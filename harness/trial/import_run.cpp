@@ -244,6 +244,10 @@ bool is_launchable_config(const store::RunInfo& run) {
 }
 
 ImportResult import_run(store::Store& store, const ImportRequest& request) {
+  return import_run([&]() -> store::Store& { return store; }, request);
+}
+
+ImportResult import_run(const StoreOpener& open_store, const ImportRequest& request) {
   const fs::path given = fs::absolute(request.dir);
   if (request.recipe && !request.recipe->command)
     throw UserError("the recipe has no [trainer] section", request.recipe->source,
@@ -303,6 +307,7 @@ ImportResult import_run(store::Store& store, const ImportRequest& request) {
   detectors::RunJudge judge(request.thresholds, detectors::RunContext{ranks, warmup_steps});
 
   // Nothing of it is stored if a later rank's file is refused: the transaction rolls back.
+  store::Store& store = open_store();
   store.in_transaction([&] {
     result.earlier_imports = store.run_ids_with_parent(info.parent);
     result.run_id = store.create_run(info);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +59,10 @@ struct ImportResult {
   std::vector<int> terminated;
 };
 
+// The store is opened (open_store called) only once the run's files are found and its config
+// read: an import refused for its input leaves no new store file behind.
+using StoreOpener = std::function<store::Store&()>;
+ImportResult import_run(const StoreOpener& open_store, const ImportRequest& request);
 ImportResult import_run(store::Store& store, const ImportRequest& request);
 
 // Whether a stored run was imported (its launcher is "import"), not launched by faultline.

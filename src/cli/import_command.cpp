@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/option_checks.hpp"
 #include "cli/reference_command.hpp"
@@ -107,13 +108,17 @@ int run_import(const ImportArgs& args) {
     throw UserError("--set without -c", "--set",
                     "--set changes the keys of the recipe given with -c RECIPE");
   }
-  auto store = open_store(args.context);
+  std::optional<store::Store> store;
+  auto opened_store = [&]() -> store::Store& {
+    if (!store) store.emplace(open_store(args.context));
+    return *store;
+  };
   if (!args.reference.empty()) {
-    request.reference = load_reference(store, args.reference);
+    request.reference = load_reference(opened_store(), args.reference);
     request.argv.insert(request.argv.end(), {"--reference", args.reference});
   }
-  const auto result = harness::import_run(store, request);
-  const int64_t skipped_steps = store.summarize(result.run_id).skipped_steps;
+  const auto result = harness::import_run(opened_store, request);
+  const int64_t skipped_steps = store->summarize(result.run_id).skipped_steps;
 
   if (args.context.json) {
     fmt::print("{}\n", json{{"run_id", result.run_id},

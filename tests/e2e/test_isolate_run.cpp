@@ -240,7 +240,10 @@ TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
   EXPECT_EQ(no_start.result.exit_code, 2) << no_start.result.output;
   EXPECT_THAT(no_start.result.output, HasSubstr("no start event in the metrics file"));
   EXPECT_THAT(no_start.result.output, HasSubstr(headless + "/metrics.rank1.jsonl"));
-  auto one_missing = faultline_cli({"import", out, "--ranks", "3"}, dir);
+  // Input refused before its files are read leaves no store behind where there was none.
+  const std::string fresh = dir + "/fresh";
+  fs::create_directories(fresh);
+  auto one_missing = faultline_cli({"import", out, "--ranks", "3"}, fresh);
   EXPECT_EQ(one_missing.result.exit_code, 2) << one_missing.result.output;
   EXPECT_THAT(one_missing.result.output, HasSubstr("missing metrics file for rank 1"));
 
@@ -250,23 +253,22 @@ TEST(IsolateRun, ImportOfABrokenDirectoryIsAClearErrorAndStoresNothing) {
   EXPECT_THAT(missing.result.output, HasSubstr("the checkpoint of step 100"));
   EXPECT_THAT(missing.result.output, HasSubstr("step-00000100.ckpt"));
 
-  auto no_dir = faultline_cli({"import", dir + "/nowhere"}, dir);
+  auto no_dir = faultline_cli({"import", dir + "/nowhere"}, fresh);
   EXPECT_EQ(no_dir.result.exit_code, 2);
   EXPECT_THAT(no_dir.result.output, HasSubstr("not a directory"));
 
-  auto a_file = faultline_cli({"import", metrics}, dir);
+  auto a_file = faultline_cli({"import", metrics}, fresh);
   EXPECT_EQ(a_file.result.exit_code, 2);
   EXPECT_THAT(a_file.result.output, HasSubstr("a file, not a run's directory"));
   EXPECT_THAT(a_file.result.output, HasSubstr("faultline import LOG -c RECIPE"));
 
   // -c is for a run of the user's own trainer: faultline-train's carries its config.
-  auto own = faultline_cli({"import", truncated, "-c", kMicro}, dir);
+  auto own = faultline_cli({"import", truncated, "-c", kMicro}, fresh);
   EXPECT_EQ(own.result.exit_code, 2) << own.result.output;
   EXPECT_THAT(own.result.output, HasSubstr("the recipe has no [trainer] section"));
+  EXPECT_FALSE(fs::exists(fresh + "/faultline.db"));
 
-  if (fs::exists(dir + "/faultline.db")) {
-    EXPECT_TRUE(faultline::store::Store::open(dir + "/faultline.db").list_runs(-1).empty());
-  }
+  EXPECT_TRUE(faultline::store::Store::open(dir + "/faultline.db").list_runs(-1).empty());
 }
 
 TEST(IsolateRun, ReproAfterTheRecipeWasEditedReplaysTheStoredConfigBitwiseAndSaysSo) {
