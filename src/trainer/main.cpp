@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/resources.hpp"
 #include "common/version.hpp"
 #include "trainer/blas_kernel.hpp"
 #include "trainer/cpu_gemm.hpp"
@@ -61,7 +62,9 @@ int main(int argc, char** argv) {
   CLI::App app{"faultline-train: deterministic LibTorch GPT trainer (see docs/trainer.md)"};
   std::string config_path, out_dir = "faultline-train-out", resume_path;
   std::vector<std::string> overrides;
-  app.add_option("-c,--config", config_path, "trainer recipe (TOML)")->required();
+  app.add_option("-c,--config", config_path,
+                 "trainer recipe: a TOML file or an installed name (tiny)")
+      ->required();
   app.add_option("--set", overrides, "override a key: section.key=value (repeatable)");
   app.add_option("--out", out_dir, "output directory for checkpoints and metrics");
   app.add_option("--resume", resume_path, "checkpoint to continue from");
@@ -73,6 +76,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // -c takes an installed recipe's name (tiny, small) as faultline's own commands do.
+    config_path = resolve_recipe(config_path, RecipeKind::Train, "-c");
     trainer::TrainerOptions options{trainer::load_train_config(config_path, overrides), out_dir,
                                     resume_path};
     return static_cast<int>(trainer::run_trainer(options));

@@ -64,7 +64,18 @@ TEST(TrainErrors, NcclOnTheCpuIsAConfigErrorNamingTheKey) {
 TEST(TrainErrors, MissingConfigFileIsNamed) {
   auto run = run_trainer({.recipe = "/nonexistent/recipe.toml"});
   EXPECT_EQ(run.rank0().exit_code, 2);
-  EXPECT_THAT(run.rank0().output, HasSubstr("cannot read config file (/nonexistent/recipe.toml)"));
+  EXPECT_THAT(run.rank0().output,
+              HasSubstr("cannot read recipe file (/nonexistent/recipe.toml (-c))"));
+}
+
+TEST(TrainErrors, AnInstalledRecipeIsTakenByItsNameAndAMistypedOneGetsADidYouMean) {
+  auto named = run_trainer({.recipe = "tiny", .overrides = {"train.stop_after=1"}});
+  EXPECT_EQ(named.rank0().exit_code, 0) << named.rank0().output;
+  EXPECT_THAT(named.rank0().output, HasSubstr("ok at step 1"));
+  auto typo = run_trainer({.recipe = "tinyy"});
+  EXPECT_EQ(typo.rank0().exit_code, 2);
+  EXPECT_THAT(typo.rank0().output,
+              HasSubstr("installed recipe named 'tinyy' (-c); did you mean 'tiny'?"));
 }
 
 TEST(TrainErrors, TypoInNanLayerSuggestsTheModule) {
