@@ -112,6 +112,34 @@ std::optional<store::SearchInfo> find_unfinished(const store::Store& store,
   return std::nullopt;
 }
 
+// Git takes the ends as given; a range whose bad end passes (or good end fails) would still
+// name a culprit, wrongly and with full confidence. One run of each end, cached like every
+// verdict, says so first. The flaky search weighs the ends' runs itself; the good commit of
+// --kind slow or loss_regression is run (and must pass) as the baseline or reference anyway.
+// `goods`: each --good as given, and the commit it names.
+std::vector<CommitRun> check_ends(CommitJudge& judge, const CommitBisectRequest& request,
+                                  const std::vector<std::pair<std::string, std::string>>& goods,
+                                  const std::string& bad) {
+  std::vector<CommitRun> runs;
+  if (request.search == CommitSearch::Flaky || request.ends == RangeEnds::Trust) return runs;
+  const std::string trust = "or --ends trust to take the range's ends as given, as git does";
+  runs.push_back(judge.judge(bad, 0));
+  if (runs.back().observation == bisect::Observation::Good)
+    throw UserError("the bad commit " + bad + " passes: " + runs.back().detail,
+                    "--bad " + request.bad,
+                    "give a commit where it fails (a failure that comes and goes needs "
+                    "--flaky), " +
+                        trust);
+  if (request.judge.kind == JudgeKind::Recipe && request.judge.failure_kind) return runs;
+  for (const auto& [rev, good] : goods) {
+    runs.push_back(judge.judge(good, 0));
+    if (runs.back().observation == bisect::Observation::Bad)
+      throw UserError("the good commit " + good + " fails: " + runs.back().detail, "--good " + rev,
+                      "give an older commit where it passes, " + trust);
+  }
+  return runs;
+}
+
 }  // namespace
 
 const char* to_string(CommitAnswer answer) {
@@ -141,6 +169,7 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   CommitBisectReport report;
   report.bad_commit = repo.resolve(request.bad, "--bad");
   std::vector<std::string> goods;
+  std::vector<std::pair<std::string, std::string>> given_goods;  // as given, and resolved
   for (const auto& rev : request.good) {
     const std::string good = repo.resolve(rev, "--good");
     if (good == report.bad_commit)
@@ -150,6 +179,9 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
       throw UserError("good commit " + good + " is not an ancestor of bad " + report.bad_commit,
                       "--good " + rev, "give a good commit from the bad commit's history");
     goods.push_back(good);
+    if (std::none_of(given_goods.begin(), given_goods.end(),
+                     [&](const auto& given) { return given.second == good; }))
+      given_goods.emplace_back(rev, good);
   }
   report.good_commit = goods.front();
   std::sort(goods.begin(), goods.end());
@@ -175,6 +207,14 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
         std::min(0.5, std::max(flaky.p_good_looks_bad, *report.seed_flake_rate));
     if (request.search == CommitSearch::Flaky) report.p_good_looks_bad = flaky.p_good_looks_bad;
   }
+  // The good commit's runs every verdict is judged against come before any verdict, the ends'
+  // too.
+  std::vector<CommitRun> good_runs = reference_runs;
+  if (request.judge.kind == JudgeKind::Recipe &&
+      request.judge.failure_kind == detectors::FailureKind::Slow)
+    good_runs.push_back(judge.measure_baseline(report.good_commit));
+  const std::vector<CommitRun> end_runs =
+      check_ends(judge, request, given_goods, report.bad_commit);
   nlohmann::json identity = {{"v", 1},
                              {"good", goods},
                              {"bad", report.bad_commit},
@@ -198,10 +238,16 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   };
   if (!report.resumed) report.search_id = store.create_search(kSearchKind, state());
 
-  // The n-th run of a commit is a different cache entry from its first: --flaky reruns.
+  // The n-th run of a commit is a different cache entry from its first: --flaky reruns. A
+  // resumed search's verdicts so far are read back from the store, to be listed and counted.
   std::map<std::string, int> runs_of;
-  for (const auto& observation : search->to_json().at("observations"))
-    ++runs_of[observation.at("commit").get<std::string>()];
+  std::vector<CommitRun> resumed_runs;
+  // (The state is held by name: a range-for over to_json().at(...) would outlive its json.)
+  const nlohmann::json so_far = search->to_json();
+  for (const auto& observation : so_far.at("observations")) {
+    const auto commit = observation.at("commit").get<std::string>();
+    resumed_runs.push_back(judge.judge(commit, runs_of[commit]++));
+  }
 
   // Runs are announced once observed, so each line can say what is left after it (as git does).
   std::size_t announced = 0;
@@ -212,11 +258,10 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
                  search->left());
   };
   auto record = [&](const CommitRun& run) { report.runs.push_back(run); };
-  for (const auto& run : reference_runs) record(run);
+  for (const auto& run : good_runs) record(run);
+  for (const auto& run : end_runs) record(run);
+  for (const auto& run : resumed_runs) record(run);
   try {
-    if (request.judge.kind == JudgeKind::Recipe &&
-        request.judge.failure_kind == detectors::FailureKind::Slow)
-      record(judge.measure_baseline(report.good_commit));
     announce();
     // Nothing testable left ends it too: the report says what is known.
     bisect::drive(

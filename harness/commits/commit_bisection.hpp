@@ -19,6 +19,9 @@ class Store;
 namespace faultline::harness {
 
 enum class CommitSearch { Plain, Flaky };  // git's bisection | --flaky
+// Whether the plain search first judges the range's ends (the bad commit must be bad, each good
+// one good), or takes them as given as git does (--ends trust).
+enum class RangeEnds { Check, Trust };
 
 struct CommitBisectRequest {
   std::string repo;               // any directory inside the work tree
@@ -27,6 +30,7 @@ struct CommitBisectRequest {
   CommitSearch search = CommitSearch::Plain;
   bisect::FlakyOptions flaky;
   int jobs = 1;  // commits proposed per round; they are judged one after the other
+  RangeEnds ends = RangeEnds::Check;
   CommitJudgeOptions judge;
 };
 
@@ -66,7 +70,8 @@ struct CommitBisectReport {
 using CommitProgress = std::function<void(const CommitRun& run, int index, std::size_t total,
                                           std::optional<std::size_t> left)>;
 
-// UserError for a bad repo, an unknown revision, or a good that is not an ancestor of bad;
+// UserError for a bad repo, an unknown revision, a good that is not an ancestor of bad, or
+// (RangeEnds::Check) a bad commit that passes or a good one that fails;
 // BisectAborted and Interrupted as CommitJudge::judge throws them.
 CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest& request,
                                   const CommitProgress& progress);

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,9 @@ struct CommitsArgs {
   bool flaky = false;
   bool keep_worktrees = false;
 };
+
+const std::map<std::string, harness::RangeEnds> kRangeEnds = {{"check", harness::RangeEnds::Check},
+                                                              {"trust", harness::RangeEnds::Trust}};
 
 std::string short_id(const std::string& commit) {
   return commit.substr(0, 12);
@@ -285,6 +289,12 @@ void add_bisect_commits_command(CLI::App& bisect, int& exit_code) {
       ->add_option("--max-executions", request.flaky.max_executions,
                    "stop after this many runs (default 100)")
       ->needs(flaky);
+  command
+      ->add_option_function<std::string>(
+          "--ends", [&request](const std::string& ends) { request.ends = kRangeEnds.at(ends); },
+          "check (default): judge the bad and good commits first; trust: take them as given, as "
+          "git does")
+      ->check(CLI::IsMember({"check", "trust"}));
   command->add_option("--jobs", request.jobs, "commits proposed per round (judged in turn)")
       ->check(at_least(1));
   command->add_flag("--keep-worktrees", args->keep_worktrees, "leave every worktree on disk");

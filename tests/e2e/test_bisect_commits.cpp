@@ -75,7 +75,12 @@ TEST(BisectCommits, LinearHistoryFindsThePlantedRegressionInLogSteps) {
   EXPECT_EQ(cli.doc.at("candidates"), 20);
   const int executions = cli.doc.at("executions").get<int>();
   EXPECT_LE(executions, static_cast<int>(std::ceil(std::log2(20.0))) + 1);
-  EXPECT_EQ(cli.doc.at("executed"), executions);
+  // The range's ends are judged first (bad, then good), and are not among the search's verdicts.
+  EXPECT_EQ(cli.doc.at("executed"), executions + 2);
+  EXPECT_EQ(cli.doc.at("runs").at(0).at("commit"), history.commit[20]);
+  EXPECT_EQ(cli.doc.at("runs").at(0).at("verdict"), "bad");
+  EXPECT_EQ(cli.doc.at("runs").at(1).at("commit"), history.root);
+  EXPECT_EQ(cli.doc.at("runs").at(1).at("verdict"), "good");
   EXPECT_EQ(cli.doc.at("verdicts").size(), static_cast<size_t>(executions));
   EXPECT_TRUE(cli.doc.at("skipped").empty());
   EXPECT_THAT(cli.result.output, HasSubstr("faultline bisect commits: run 1 (20 candidates)"));
@@ -95,7 +100,33 @@ TEST(BisectCommits, LinearHistoryFindsThePlantedRegressionInLogSteps) {
   ASSERT_EQ(again.result.exit_code, 0) << again.result.output;
   EXPECT_EQ(again.doc.at("culprit"), history.commit[13]);
   EXPECT_EQ(again.doc.at("executed"), 0);
-  EXPECT_EQ(again.doc.at("reused"), executions);
+  EXPECT_EQ(again.doc.at("reused"), executions + 2);
+}
+
+TEST(BisectCommits, ARangeWhoseEndsContradictTheirLabelsIsRefusedBeforeTheSearch) {
+  GitFixture repo(make_temp_dir("bc-ends"));
+  const auto history = linear(repo, 10, [](int k) { return regression_from(k, 6); });
+  const std::string dir = make_temp_dir("bc-ends-run");
+  // Both ends good: git would blame the bad end itself, never run.
+  auto passing_bad = bisect(repo, history.root, history.commit[4], {"--test", kTest}, dir);
+  EXPECT_EQ(passing_bad.result.exit_code, 2) << passing_bad.result.output;
+  EXPECT_THAT(passing_bad.result.output,
+              HasSubstr("the bad commit " + history.commit[4] + " passes: exit 0"));
+  EXPECT_THAT(passing_bad.result.output, HasSubstr("--ends trust"));
+  // The good end already bad: git would blame a commit after it.
+  auto failing_good = bisect(repo, history.commit[8], "HEAD", {"--test", kTest}, dir);
+  EXPECT_EQ(failing_good.result.exit_code, 2) << failing_good.result.output;
+  EXPECT_THAT(failing_good.result.output,
+              HasSubstr("the good commit " + history.commit[8] + " fails: exit 1"));
+  EXPECT_EQ(failing_good.doc.at("error").at("items").at(0).at("where"),
+            "--good " + history.commit[8]);
+  // --ends trust takes them as given, as git does: a culprit, and a wrong one.
+  auto trusted = bisect(repo, history.commit[8], "HEAD", {"--test", kTest, "--ends", "trust"}, dir);
+  ASSERT_EQ(trusted.result.exit_code, 0) << trusted.result.output;
+  EXPECT_EQ(trusted.doc.at("culprit"), history.commit[9]);
+  auto bad_value = bisect(repo, history.root, "HEAD", {"--test", kTest, "--ends", "maybe"}, dir);
+  EXPECT_EQ(bad_value.result.exit_code, 2);
+  EXPECT_THAT(bad_value.result.output, HasSubstr("--ends: maybe not in {check,trust}"));
 }
 
 TEST(BisectCommits, MergeHeavyHistoryFindsTheSideBranchCommitAndAnEvilMerge) {
@@ -156,7 +187,8 @@ TEST(BisectCommits, FailingBuildsAreSkippedAndTheCulpritIsStillFound) {
     EXPECT_TRUE(skipped == history.commit[7] || skipped == history.commit[8] ||
                 skipped == history.commit[9])
         << skipped;
-  EXPECT_THAT(cli.doc.at("runs").at(0).at("detail").get<std::string>(),
+  // After the ends (runs 0 and 1), the first commit tried did not build.
+  EXPECT_THAT(cli.doc.at("runs").at(2).at("detail").get<std::string>(),
               HasSubstr("build failed: exit 1"));
   EXPECT_EQ(repo.linked_worktrees(), 0);
 }
@@ -216,8 +248,8 @@ TEST(BisectCommits, KilledBisectionResumesWithoutRerunningFinishedCommits) {
   test += counter + "; " + kTest;
   const std::vector<std::string> args = {"--test", test};
   auto killed =
-      bisect(repo, history.root, "HEAD", args, dir, [&] { return line_count(counter) >= 2; });
-  ASSERT_EQ(killed.result.signal, SIGKILL) << killed.result.output;
+      bisect(repo, history.root, "HEAD", args, dir, [&] { return line_count(counter) >= 4; });
+  ASSERT_EQ(killed.result.signal, SIGKILL) << killed.result.output;  // past the ends' two runs
   const int before = line_count(counter);
 
   auto resumed = bisect(repo, history.root, "HEAD", args, dir);
@@ -226,9 +258,14 @@ TEST(BisectCommits, KilledBisectionResumesWithoutRerunningFinishedCommits) {
   EXPECT_TRUE(resumed.doc.at("resumed").get<bool>());
   const int executions = resumed.doc.at("executions").get<int>();
   // Every verdict stored before the kill is reused; at most the run the kill cut short repeats.
+  // The ends' two runs come on top of the search's verdicts.
   EXPECT_EQ(line_count(counter) - before, resumed.doc.at("executed").get<int>());
-  EXPECT_LE(line_count(counter), executions + 1);
+  EXPECT_LE(line_count(counter), executions + 2 + 1);
   EXPECT_LT(resumed.doc.at("executed").get<int>(), executions);
+  // The runs before the kill are listed and counted as taken from the store.
+  EXPECT_EQ(resumed.doc.at("runs").size(), static_cast<size_t>(executions + 2));
+  EXPECT_EQ(resumed.doc.at("executed").get<int>() + resumed.doc.at("reused").get<int>(),
+            executions + 2);
   EXPECT_EQ(repo.head(), head);
   EXPECT_EQ(repo.status(), status);
   EXPECT_EQ(repo.linked_worktrees(), 0) << "the killed run's worktree is cleaned up";
