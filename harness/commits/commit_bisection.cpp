@@ -130,7 +130,10 @@ std::vector<CommitRun> check_ends(CommitJudge& judge, const CommitBisectRequest&
                     "give a commit where it fails (a failure that comes and goes needs "
                     "--flaky), " +
                         trust);
-  if (request.judge.kind == JudgeKind::Recipe && request.judge.failure_kind) return runs;
+  const auto kind = request.judge.failure_kind;
+  if (request.judge.kind == JudgeKind::Recipe &&
+      (kind == detectors::FailureKind::Slow || kind == detectors::FailureKind::LossRegression))
+    return runs;
   for (const auto& [rev, good] : goods) {
     runs.push_back(judge.judge(good, 0));
     if (runs.back().observation == bisect::Observation::Bad)
