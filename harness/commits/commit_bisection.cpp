@@ -124,6 +124,14 @@ std::vector<CommitRun> check_ends(CommitJudge& judge, const CommitBisectRequest&
   if (request.search == CommitSearch::Flaky || request.ends == RangeEnds::Trust) return runs;
   const std::string trust = "or --ends trust to take the range's ends as given, as git does";
   runs.push_back(judge.judge(bad, 0));
+  // Built but not run: the recipe, a --set or --trainer-path that no commit would run with.
+  if (runs.back().observation == bisect::Observation::Skip &&
+      runs.back().stage == CommitStage::Trial)
+    throw UserError("the bad commit " + bad + " cannot be judged: " + runs.back().detail,
+                    "--bad " + request.bad,
+                    "every commit would be skipped alike: fix the recipe, --set or "
+                    "--trainer-path, " +
+                        trust);
   if (runs.back().observation == bisect::Observation::Good)
     throw UserError("the bad commit " + bad + " passes: " + runs.back().detail,
                     "--bad " + request.bad,

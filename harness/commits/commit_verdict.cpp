@@ -164,7 +164,10 @@ CommitRun CommitJudge::run_recipe(const std::string& commit, int run, const std:
     outcome = runner.run(spec);
   } catch (const UserError& error) {
     // The recipe does not fit the code of this commit (a key it does not know yet): unjudgeable.
-    verdict.detail = "the recipe is invalid at this commit: " + error.items().front().what;
+    const auto& item = error.items().front();
+    verdict.detail = "the recipe is invalid at this commit: " + item.what +
+                     (item.where.empty() ? "" : " (" + item.where + ")") +
+                     (item.hint.empty() ? "" : "; " + item.hint);
     ++executed_;
     return verdict;
   }

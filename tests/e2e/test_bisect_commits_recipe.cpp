@@ -69,6 +69,22 @@ TEST(BisectCommitsRecipe, HugeLearningRateCommitIsFoundByItsLossSpike) {
   EXPECT_EQ(repo.linked_worktrees(), 0);
 }
 
+// A mistyped --set would skip every commit alike; it is refused at the bad end, with the key's
+// did-you-mean, before any search.
+TEST(BisectCommitsRecipe, ARecipeOrSetThatCannotRunAtTheBadCommitIsBadInput) {
+  GitFixture repo(make_temp_dir("bc-recipe-typo"));
+  const auto h =
+      history(repo, 4, 2, replaced(micro_recipe(), "lr = 1e-2", "lr = 10\nbeta2 = 0.99"));
+  auto typo = bisect(repo, h, "loss_spike", {"--set", "optim.lrr=1"});
+  EXPECT_EQ(typo.result.exit_code, 2) << typo.result.output;
+  const std::string what = typo.doc.at("error").at("items").at(0).at("what");
+  EXPECT_THAT(what, ::testing::HasSubstr("cannot be judged: the recipe is invalid at this commit: "
+                                         "unknown key 'optim.lrr'"));
+  EXPECT_THAT(what, ::testing::HasSubstr("did you mean 'optim.lr'"));
+  EXPECT_EQ(typo.doc.at("error").at("items").at(0).at("where"), "--bad HEAD");
+  EXPECT_EQ(repo.linked_worktrees(), 0);
+}
+
 TEST(BisectCommitsRecipe, SlowStepCommitIsFoundAgainstTheGoodCommitsThroughput) {
   GitFixture repo(make_temp_dir("bc-recipe-slow"));
   const auto h = history(repo, 6, 3, micro_recipe() + "\n[fault]\nslow_rank = 0\nslow_ms = 40\n");
