@@ -42,9 +42,19 @@ std::map<int64_t, double> smoothed(const std::vector<StepRecord>& records, int64
 }
 
 struct Band {
-  double low = 0, high = 0, tolerance = 0;
+  double low = 0, high = 0, tolerance = 0, mean = 0;
   int runs = 0;
 };
+
+// Which rule set the band's tolerance, as the failure's detail says it.
+std::string tolerance_rule(const Band& band, const Thresholds::LossRegression& t) {
+  if (band.runs == 1) return " (the single-run margin " + num(100 * t.single_margin) + "%)";
+  const double spread = t.spread_factor * (band.high - band.low);
+  if (spread >= t.min_margin * std::fabs(band.mean))
+    return " (" + num(t.spread_factor) + "x the seed spread)";
+  return " (the floor of " + num(100 * t.min_margin) + "% of the band's mean " + num(band.mean) +
+         "; " + num(t.spread_factor) + "x the seed spread is " + num(spread) + ")";
+}
 
 }  // namespace
 
@@ -89,6 +99,7 @@ std::optional<Failure> compare_to_reference(const std::vector<StepRecord>& run,
       continue;
     }
     const double mean_loss = sum / band.runs;
+    band.mean = mean_loss;
     band.tolerance = band.runs == 1 ? t.single_margin * std::fabs(mean_loss)
                                     : std::max(t.spread_factor * (band.high - band.low),
                                                t.min_margin * std::fabs(mean_loss));
@@ -110,9 +121,8 @@ std::optional<Failure> compare_to_reference(const std::vector<StepRecord>& run,
             num(100 * excess / std::fabs(start_band.high)) + "%) above the reference band " +
             num(start_band.low) + ".." + num(start_band.high) + " of " +
             std::to_string(start_band.runs) + " run(s); tolerance " + num(start_band.tolerance) +
-            (start_band.runs == 1 ? " (the single-run margin " + num(100 * t.single_margin) + "%)"
-                                  : " (" + num(t.spread_factor) + "x the seed spread)") +
-            "; held for " + std::to_string(t.sustained_steps) + " consecutive steps",
+            tolerance_rule(start_band, t) + "; held for " + std::to_string(t.sustained_steps) +
+            " consecutive steps",
         step};
   }
   return std::nullopt;

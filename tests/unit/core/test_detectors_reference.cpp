@@ -63,6 +63,21 @@ TEST(LossRegression, AReferenceOfOneRunUsesTheDefaultMargin) {
   EXPECT_FALSE(compare_to_reference(slower(2.0), reference, wide));
 }
 
+TEST(LossRegression, TheDetailNamesTheRuleThatSetTheTolerance) {
+  // The default 10 % floor is wider than 2x these seeds' spread...
+  auto floor = compare_to_reference(slower(2.0), reference_of({1, 2, 3}), kDefaults);
+  ASSERT_TRUE(floor);
+  EXPECT_NE(floor->detail.find("(the floor of 10% of the band's mean"), std::string::npos)
+      << floor->detail;
+  EXPECT_EQ(floor->detail.find("(2x the seed spread)"), std::string::npos) << floor->detail;
+  // ... and without it the spread sets it.
+  Thresholds::LossRegression no_floor = kDefaults;
+  no_floor.min_margin = 0;
+  auto spread = compare_to_reference(slower(2.0), reference_of({1, 2, 3}), no_floor);
+  ASSERT_TRUE(spread);
+  EXPECT_NE(spread->detail.find("(2x the seed spread)"), std::string::npos) << spread->detail;
+}
+
 TEST(LossRegression, OneNoisyStepOrAShortStretchDoesNotFire) {
   auto run = synthetic_run({100, 1, 7});
   Thresholds::LossRegression raw = kDefaults;
