@@ -149,7 +149,8 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   };
   const auto before = by_rank_step(within_replay(store.steps(report.evidence_run)));
   const auto now = by_rank_step(store.steps(outcome.run_id));
-  bool identical = before.size() == now.size() && !before.empty();
+  bool identical = before.size() == now.size();
+  report.records_compared = static_cast<int64_t>(now.size());
   std::map<std::pair<int, int64_t>, double> old_loss;
   for (const auto& record : before) old_loss[{record.rank, record.step}] = record.loss;
   for (size_t i = 0; i < now.size(); ++i) {

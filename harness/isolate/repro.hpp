@@ -32,8 +32,11 @@ struct ReproReport {
   bool reproduced = false;         // the same failure kind (at the same step, when it has one)
   bool bitwise_identical = false;  // every step record and fingerprint equal, bit for bit
   std::vector<std::string> differing_facts;  // "blas_kernel: Haswell -> SkylakeX"
-  double max_rel_loss_diff = 0;              // over the steps both runs have
-  bool within_tolerance = false;             // max_rel_loss_diff <= tolerance
+  // Step records compared: 0 when the failure came before either run wrote one (a crash in
+  // the first replayed step), and then nothing differs.
+  int64_t records_compared = 0;
+  double max_rel_loss_diff = 0;   // over the steps both runs have
+  bool within_tolerance = false;  // max_rel_loss_diff <= tolerance
   double tolerance = 0;
   int64_t run_id = 0;
   int64_t evidence_run = 0;

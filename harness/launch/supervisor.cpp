@@ -106,6 +106,9 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   }
   std::vector<Clock::time_point> last_progress(count, start);
   std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
+  // The step a rank resumed after (its resume event): a crash or hang before its first step
+  // record is in the step after it, not in step 1, and that first step is still start-up.
+  std::vector<int64_t> resumed_after(count, 0);
   std::optional<Clock::time_point> first_death;
   std::optional<Clock::time_point> stop_asked;
   std::vector<int64_t> steps_when_asked;
@@ -139,10 +142,16 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
         }
         if (!parsed.record) continue;
         if (const auto* event = std::get_if<EventRecord>(&*parsed.record);
-            event && (event->name == kCollectiveEvent || event->name == kEndEvent)) {
+            event && (event->name == kCollectiveEvent || event->name == kEndEvent ||
+                      event->name == kResumeEvent)) {
           auto fields = nlohmann::json::parse(event->json, nullptr, false);
           if (event->name == kEndEvent) {
             result.ends[rank] = read_end_event(fields);
+          } else if (event->name == kResumeEvent) {
+            if (event->step && *event->step > result.last_step[rank]) {
+              result.last_step[rank] = *event->step;
+              resumed_after[rank] = *event->step;
+            }
           } else if (!fields.is_discarded() && fields.contains("seq") &&
                      fields["seq"].is_number()) {
             entered[rank] = std::max(entered[rank], fields["seq"].get<int64_t>());
@@ -211,8 +220,8 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
     for (size_t rank = 0; rank < count && !first_death; ++rank) {
       if (result.ranks[rank].kind != ExitKind::Running) continue;
       const double silent = seconds_between(last_progress[rank], now);
-      const double allowed =
-          result.last_step[rank] == 0 ? options.startup_s : options.step_timeout_s;
+      const double allowed = result.last_step[rank] == resumed_after[rank] ? options.startup_s
+                                                                           : options.step_timeout_s;
       if (silent > allowed) {
         hung = true;
         silent_s = std::max(silent_s, silent);

@@ -218,6 +218,7 @@ int run_repro(const ReproArgs& args) {
                     {"tolerance", report.tolerance},
                     {"reproduced", report.reproduced},
                     {"bitwise_identical", report.bitwise_identical},
+                    {"records_compared", report.records_compared},
                     {"run_id", report.run_id},
                     {"evidence_run", report.evidence_run},
                     {"failure_step", report.failure_step >= 0 ? json(report.failure_step) : json()},
@@ -231,7 +232,10 @@ int run_repro(const ReproArgs& args) {
     fmt::print("finding F{}: {} (run {} against evidence run {})\n", finding.id,
                report.reproduced ? "reproduced" : "NOT reproduced", report.run_id,
                report.evidence_run);
-    fmt::print("  bitwise identical: {}\n", report.bitwise_identical ? "yes" : "no");
+    fmt::print("  bitwise identical: {}{}\n", report.bitwise_identical ? "yes" : "no",
+               report.bitwise_identical && report.records_compared == 0
+                   ? " (neither run wrote a step record before the failure: nothing to compare)"
+                   : "");
     for (const auto& fact : report.differing_facts) fmt::print("  differs: {}\n", fact);
     if (!report.bitwise_identical)
       fmt::print("  largest relative loss difference {:.3g} ({} the tolerance {:g})\n",

@@ -1,6 +1,7 @@
 // End-to-end: `isolate --run` starts from a stored or imported failing run's own checkpoints
 // and localizes the fault at the cost of one checkpoint interval, not a re-run from step 0;
 // `faultline import` stores a run faultline did not launch, and refuses broken directories.
+#include <fmt/core.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,6 +88,28 @@ TEST(IsolateRun, NanBetweenCheckpointsOnTwoRanksIsReplayedOnOneRankFromTheLastCh
   EXPECT_EQ(doc.at("failing_run"), run);
   expect_one_interval(doc);
   EXPECT_THAT(cli.result.output, HasSubstr("replay steps 201..234 of run"));
+}
+
+// The crash comes in the first step after a checkpoint: the replay from it dies before writing a
+// step record, and its crash is still in step 201 (the resume event says where it began), not
+// in step 1; the finding's repro, which writes no step record either, reproduces it.
+TEST(IsolateRun, ACrashInTheFirstStepAfterACheckpointKeepsItsStepAndItsReproReproduces) {
+  const std::string dir = make_temp_dir("isolate-run-first");
+  const int64_t run =
+      stored_failing_run(dir, {"dist.ranks=2", "fault.crash_rank=1", "fault.crash_step=201"});
+  ASSERT_GT(run, 0);
+  auto cli = faultline_cli({"isolate", "--run", std::to_string(run), "--json"}, dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "crash");
+  EXPECT_EQ(cli.doc.at("step"), 201);
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 200);
+  EXPECT_EQ(cli.doc.at("min_scale").at("to_step"), 201);
+  const std::string id = fmt::format("F{}", cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", id, "--json"}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_EQ(repro.doc.at("failure_step"), 201);
+  EXPECT_EQ(repro.doc.at("records_compared"), 0);
 }
 
 TEST(IsolateRun, PoisonedSampleIsNamedFromTheStoredRunsCheckpoint) {
