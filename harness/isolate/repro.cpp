@@ -114,10 +114,15 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
     if (auto replay = store.get_run(outcome.run_id))
       report.recipe_changed = recipe_change(as_found, replay->config_hash);
   const json expected_step = evidence.value("failure_step", json());
+  if (!expected_step.is_null()) report.expected_step = expected_step.get<int64_t>();
   for (const auto& failure : outcome.failures) {
     if (failure.kind != kind) continue;
     report.failure_step = failure.step;
-    report.reproduced = expected_step.is_null() || expected_step.get<int64_t>() == failure.step;
+    // A loss regression is judged from a share of the run's steps on: the reproduction, cut
+    // where the evidence showed it, is judged from an earlier step and may show it sooner.
+    const bool curve = kind && detectors::is_curve(*kind);
+    report.reproduced = !report.expected_step || *report.expected_step == failure.step ||
+                        (curve && failure.step <= *report.expected_step);
   }
   if (kind == detectors::FailureKind::RankDivergence) {
     // No detector judges it: the same ranks must again disagree with the stored 1-rank reference,

@@ -41,6 +41,7 @@ struct ReproReport {
   int64_t run_id = 0;
   int64_t evidence_run = 0;
   int64_t failure_step = -1;
+  std::optional<int64_t> expected_step;  // the evidence's failure step, where it has one
 };
 
 // Relative loss difference accepted when a fact that decides the bits differs. Measured: 1 rank

@@ -222,6 +222,7 @@ int run_repro(const ReproArgs& args) {
                     {"run_id", report.run_id},
                     {"evidence_run", report.evidence_run},
                     {"failure_step", report.failure_step >= 0 ? json(report.failure_step) : json()},
+                    {"evidence_step", report.expected_step ? json(*report.expected_step) : json()},
                     {"differing_facts", report.differing_facts},
                     {"max_rel_loss_diff", report.max_rel_loss_diff},
                     {"within_tolerance", report.within_tolerance}}
@@ -236,6 +237,12 @@ int run_repro(const ReproArgs& args) {
                report.bitwise_identical && report.records_compared == 0
                    ? " (neither run wrote a step record before the failure: nothing to compare)"
                    : "");
+    if (report.reproduced && report.expected_step && report.failure_step >= 0 &&
+        report.failure_step != *report.expected_step)
+      fmt::print(
+          "  shown at step {}, the evidence at step {}: a loss regression is judged from a share "
+          "of the run's steps on, and the reproduction is the shorter run\n",
+          report.failure_step, *report.expected_step);
     for (const auto& fact : report.differing_facts) fmt::print("  differs: {}\n", fact);
     if (!report.bitwise_identical)
       fmt::print("  largest relative loss difference {:.3g} ({} the tolerance {:g})\n",

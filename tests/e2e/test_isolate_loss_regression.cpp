@@ -90,3 +90,31 @@ TEST(IsolateLossRegression, ABaselineThatTrainsNoBetterIsNoCulprit) {
   EXPECT_THAT(cli.doc.at("message").get<std::string>(),
               HasSubstr("nor does it train worse than the baseline"));
 }
+
+// A stored 100-step run judged against a reference shows its regression at step 21, where
+// judging starts (a fifth of its steps in); its reproduction is cut at step 25 and judged from
+// step 6 on, so the same curve shows it sooner. That is the finding reproduced, not "not".
+TEST(IsolateLossRegression, TheShorterReproductionOfAStoredRunShowsItSoonerAndReproducesIt) {
+  const std::string dir = make_temp_dir("isolate-loss-run");
+  auto healthy = faultline_cli({"train", "-c", kMicro, "--json"}, dir, 300);
+  ASSERT_EQ(healthy.result.exit_code, 0) << healthy.result.output;
+  auto reference = faultline_cli(
+      {"reference", "add", "ref", std::to_string(healthy.doc.at("run_id").get<int64_t>())}, dir);
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+  auto smoke = faultline_cli({"smoke", "-c", kMicro, "--set", "train.steps=100", "--set",
+                              "optim.lr=1e-4", "--reference", "ref", "--json"},
+                             dir, 300);
+  ASSERT_EQ(smoke.result.exit_code, 1) << smoke.result.output;
+  const int64_t failed = smoke.doc.at("rungs").back().at("run_id");
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(failed), "--baseline-set", "optim.lr=1e-2", "--json"},
+      dir, 300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "loss_regression");
+  EXPECT_EQ(cli.doc.at("step"), 21);
+  const std::string finding = fmt::format("F{}", cli.doc.at("finding_id").get<int64_t>());
+  auto repro = faultline_cli({"repro", finding}, dir, 300);
+  EXPECT_EQ(repro.result.exit_code, 0) << repro.result.output;
+  EXPECT_THAT(repro.result.output, HasSubstr("reproduced"));
+  EXPECT_THAT(repro.result.output, HasSubstr("the evidence at step 21"));
+}
