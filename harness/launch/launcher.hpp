@@ -73,6 +73,12 @@ class RunningTrial {
   virtual std::optional<SchedulerReport> scheduler_report() const { return std::nullopt; }
   // Seconds between the launch and the first rank starting (a queued job's wait); 0 locally.
   virtual double queue_wait_s() const { return 0; }
+  // Whether any rank has started: a queued job's wait is not the training's start-up, and no
+  // time without a step record counts against it until then. Always true locally.
+  virtual bool started() { return true; }
+  // Set while the job waits in the queue for a reason that no wait resolves (the scheduler's
+  // own words, e.g. Slurm's Reason=PartitionConfig): the trial is an infrastructure error.
+  virtual std::optional<std::string> never_starts() const { return std::nullopt; }
 };
 
 class Launcher {

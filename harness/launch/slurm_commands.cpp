@@ -1,6 +1,8 @@
 // Slurm client commands through run_captured: output to private temporary files, read back.
 #include "harness/launch/slurm_commands.hpp"
 
+#include <set>
+
 #include <sstream>
 
 #include "harness/launch/launcher.hpp"
@@ -101,6 +103,13 @@ bool is_final_state(const std::string& state) {
   return state != "PENDING" && state != "RUNNING" && state != "COMPLETING" &&
          state != "CONFIGURING" && state != "SUSPENDED" && state != "REQUEUED" &&
          state != "RESIZING" && state != "SIGNALING" && state != "STAGE_OUT" && !state.empty();
+}
+
+bool reason_never_resolves(const std::string& reason) {
+  static const std::set<std::string> never = {
+      "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit",      "BadConstraints",
+      "InvalidAccount",  "InvalidQOS",         "DependencyNeverSatisfied"};
+  return never.count(reason) > 0;
 }
 
 }  // namespace faultline::harness::slurm

@@ -43,4 +43,9 @@ std::optional<SchedulerReport> end_in_step_output(const std::string& output);
 // Job states after which the job is gone from squeue for good.
 bool is_final_state(const std::string& state);
 
+// Whether a pending job's Reason is one no wait resolves (the partition cannot hold the job, an
+// invalid account or QOS, a dependency that can never be met), as opposed to Resources,
+// Priority or a node that is down for now.
+bool reason_never_resolves(const std::string& reason);
+
 }  // namespace faultline::harness::slurm

@@ -245,6 +245,22 @@ class SlurmTrial : public RunningTrial {
 
   std::optional<SchedulerReport> scheduler_report() const override { return report_; }
 
+  bool started() override {
+    for (int task = 0; !started_ && task < tasks_; ++task)
+      started_ = std::filesystem::exists(task_file(task, ".started"));
+    return started_;
+  }
+
+  std::optional<std::string> never_starts() const override {
+    if (started_ || state_ != "PENDING" || !slurm::reason_never_resolves(reason_))
+      return std::nullopt;
+    return "Slurm job " + job_ + " can never start: it is pending with Reason=" + reason_ +
+           ", which no wait resolves (the partition cannot hold it as asked, an account or QOS "
+           "is invalid, or a dependency can never be met); check launcher.nodes, "
+           "launcher.tasks_per_node, launcher.partition and launcher.account against `sinfo` "
+           "and `scontrol show partition`";
+  }
+
   double queue_wait_s() const override {
     double first = 0;
     for (int task = 0; task < tasks_; ++task) {
@@ -311,6 +327,8 @@ class SlurmTrial : public RunningTrial {
       return false;  // slurmctld busy: asked again next time
     }
     const std::string state = job.count("JobState") ? job["JobState"] : "";
+    state_ = state;
+    reason_ = job.count("Reason") ? job["Reason"] : "";
     if (!job.empty() && !slurm::is_final_state(state)) return false;
     bool all_exited = true;
     for (auto& status : status_) all_exited = all_exited && status.kind != ExitKind::Running;
@@ -348,7 +366,8 @@ class SlurmTrial : public RunningTrial {
   std::string out_dir_, name_, job_;
   int ranks_per_task_ = 1, tasks_ = 0;
   std::string task_word_ = "rank";
-  bool step_mode_ = false, ended_ = false;
+  bool step_mode_ = false, ended_ = false, started_ = false;
+  std::string state_, reason_;  // the job's JobState and Reason, as scontrol last said
   std::unique_ptr<ChildProcess> srun_;
   std::vector<RankStatus> status_;
   std::optional<SchedulerReport> report_;

@@ -177,10 +177,16 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
     }
   };
 
+  bool started = false;
   while (true) {
     drain(false);
     const auto now = Clock::now();
     result.ranks = trial.poll();
+    // A queued job's wait is the scheduler's: the start-up allowance runs from its start.
+    if (!started && !(started = trial.started())) {
+      std::fill(last_progress.begin(), last_progress.end(), now);
+      if (auto never = trial.never_starts()) throw InfraError(*never);
+    }
     size_t running = 0;
     for (size_t rank = 0; rank < count; ++rank) {
       const auto& status = result.ranks[rank];

@@ -88,6 +88,11 @@ void add_context_options(CLI::App& command) {
       .add_option("--step-timeout", options.step_timeout_s,
                   "seconds without a step record that make a hang")
       ->check(above_zero());
+  command
+      .add_option("--startup-timeout", options.startup_s,
+                  "seconds a rank may take to its first step record (a queued job's wait is not "
+                  "counted)")
+      ->check(above_zero());
   command.add_flag("-q,--quiet", options.quiet, "no progress lines on stderr");
   command.add_flag("--cupti", options.cupti,
                    "load the CUPTI probe into every rank: gpu records of busy, NCCL and idle time");

@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "support/cli.hpp"
+#include "support/process.hpp"
 #include "support/pytorch_jobs.hpp"
 #include "support/slurm.hpp"
 
@@ -129,6 +132,39 @@ TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
   EXPECT_EQ(failure.at("rank"), 3);
   EXPECT_EQ(failure.at("step"), 8);
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0) << "the hung trial's job is still queued or running";
+}
+
+// Time in the queue is the scheduler's, not the training's start-up: a trial queued behind a
+// job that holds its node for longer than --startup-timeout passes, and says how long it
+// waited. A job that no wait can start is an infrastructure error at once, quoting Slurm.
+TEST(Slurm, TimeInTheQueueIsNotStartUpAndAJobThatCanNeverStartIsAnInfraError) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-queue");
+  auto blocker = run_process({{"/usr/bin/sbatch", "--parsable", "--nodelist=n4", "--ntasks=4",
+                               "--output=/dev/null", "--job-name=" + dir, "--wrap", "sleep 25"},
+                              {},
+                              30});
+  ASSERT_EQ(blocker.exit_code, 0) << blocker.output;
+  const std::string job = blocker.output.substr(0, blocker.output.find_first_of(";\n"));
+  // Once it holds n4 (another test's job may hold it first), the trial queues behind it.
+  for (int i = 0; i < 600; ++i) {
+    auto state = run_process({{"/usr/bin/squeue", "-h", "-j", job, "-o", "%T"}, {}, 30});
+    if (state.output.find("RUNNING") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto queued = on_slurm(
+      {"train", "-c", kMicro, "--ranks", "2", "--startup-timeout", "8", "--step-timeout", "5"},
+      {"launcher.nodelist=n4", "train.steps=5"}, dir);
+  EXPECT_EQ(queued.result.exit_code, 0) << queued.result.output;
+  EXPECT_EQ(queued.doc.at("verdict"), "pass") << queued.doc.dump();
+  EXPECT_GT(queued.doc.at("queue_wait_s").get<double>(), 8) << queued.doc.dump();
+
+  auto never = on_slurm({"train", "-c", kMicro, "--ranks", "32"},
+                        {"train.batch_size=32", "launcher.nodes=1"}, dir);
+  EXPECT_EQ(never.result.exit_code, 4) << never.result.output;
+  EXPECT_THAT(never.doc.at("infra_detail").get<std::string>(),
+              HasSubstr("can never start: it is pending with Reason=PartitionConfig"));
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0) << "the job that could never start is still queued";
 }
 
 // A PyTorch task that dies of SIGABRT as it exits, after its end event said training ended
