@@ -79,6 +79,8 @@ class RunningTrial {
   // Set while the job waits in the queue for a reason that no wait resolves (the scheduler's
   // own words, e.g. Slurm's Reason=PartitionConfig): the trial is an infrastructure error.
   virtual std::optional<std::string> never_starts() const { return std::nullopt; }
+  // The launcher's own output (srun's), where it keeps one: why no rank started, if none did.
+  virtual std::string launcher_log_path() const { return ""; }
 };
 
 class Launcher {

@@ -251,6 +251,8 @@ class SlurmTrial : public RunningTrial {
     return started_;
   }
 
+  std::string launcher_log_path() const override { return out_dir_ + "/srun.log"; }
+
   std::optional<std::string> never_starts() const override {
     if (started_ || state_ != "PENDING" || !slurm::reason_never_resolves(reason_))
       return std::nullopt;

@@ -344,6 +344,14 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   } catch (const InfraError& error) {
     outcome.infra_detail = error.what();
   }
+  if (trial && outcome.infra_detail.empty() && !result.interrupted && !trial->started())
+    // srun refused the step (an unknown option, more tasks than the allocation holds) or the
+    // job ended before a task ran: the ranks' logs are empty, the launcher's says why.
+    outcome.infra_detail =
+        trial->launcher_log_path().empty()
+            ? std::string("no rank started")
+            : fmt::format("no rank started; the end of {}: {}", trial->launcher_log_path(),
+                          log_tail(trial->launcher_log_path()));
   if (trial) {
     outcome.queue_wait_s = trial->queue_wait_s();
     if (auto report = trial->scheduler_report(); report && !result.interrupted)

@@ -16,6 +16,7 @@
 #include "support/slurm.hpp"
 
 using namespace faultline::testing;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 namespace {
@@ -136,7 +137,8 @@ TEST(Slurm, AHungTaskIsAHangNamingItAndItsJobIsCancelled) {
 
 // Time in the queue is the scheduler's, not the training's start-up: a trial queued behind a
 // job that holds its node for longer than --startup-timeout passes, and says how long it
-// waited. A job that no wait can start is an infrastructure error at once, quoting Slurm.
+// waited. A job that no wait can start is an infrastructure error at once, quoting Slurm; so is
+// a step srun refuses, quoting srun.
 TEST(Slurm, TimeInTheQueueIsNotStartUpAndAJobThatCanNeverStartIsAnInfraError) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-queue");
@@ -165,6 +167,14 @@ TEST(Slurm, TimeInTheQueueIsNotStartUpAndAJobThatCanNeverStartIsAnInfraError) {
   EXPECT_THAT(never.doc.at("infra_detail").get<std::string>(),
               HasSubstr("can never start: it is pending with Reason=PartitionConfig"));
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0) << "the job that could never start is still queued";
+
+  // srun refusing the step: its own words, not "the trainer wrote no step record".
+  auto refused = on_slurm({"train", "-c", kMicro, "--ranks", "2"},
+                          {"launcher.srun_args=--no-such-srun-flag"}, dir);
+  EXPECT_EQ(refused.result.exit_code, 4) << refused.result.output;
+  EXPECT_THAT(refused.doc.at("infra_detail").get<std::string>(),
+              AllOf(HasSubstr("no rank started; the end of "), HasSubstr("/srun.log: "),
+                    HasSubstr("--no-such-srun-flag")));
 }
 
 // A PyTorch task that dies of SIGABRT as it exits, after its end event said training ended
