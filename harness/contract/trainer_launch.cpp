@@ -1,6 +1,7 @@
 // How the contract starts a trainer: faultline-train's argv with its keys, or a command
 // trainer's argv filled from its recipe, its asks as FAULTLINE_* variables, and its folder.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -80,9 +81,23 @@ std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
 std::string TrainerContract::pasted_command(const TrialSpec& spec,
                                             const std::string& trainer) const {
   const std::string one = shell_command(argv(spec, trainer));
-  if (spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher)) return one;
+  if (spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher)) {
+    // A host label makes a host's fault fire (FAULTLINE_HOST): without it the paste runs clean.
+    if (spec.hosts.empty()) return one;
+    return "FAULTLINE_HOST=" + shell_word(spec.hosts.front()) + " " + one;
+  }
   // The rendezvous port is torchrun's default unless the shell says otherwise: a person whose
   // 29500 is taken prefixes MASTER_PORT=... to the paste.
+  if (static_cast<int>(spec.hosts.size()) >= spec.ranks) {
+    // Rank r runs on the r-th host label, as the search ran it (spares after them unused).
+    std::vector<std::string> labels;
+    for (int rank = 0; rank < spec.ranks; ++rank)
+      labels.push_back(shell_word(spec.hosts[static_cast<size_t>(rank)]));
+    return fmt::format(
+        "r=0; for h in {}; do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} FAULTLINE_HOST=$h "
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT=${{MASTER_PORT:-29500}} {} & r=$((r+1)); done; wait",
+        fmt::join(labels, " "), spec.ranks, one);
+  }
   return fmt::format(
       "for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
       "MASTER_PORT=${{MASTER_PORT:-29500}} {} & done; wait",

@@ -2,9 +2,11 @@
 // checkpoints known from a stored run's events (not from file names), missing files left out.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "harness/contract/trainer_contract.hpp"
 #include "store/store.hpp"
@@ -39,6 +41,26 @@ TEST(TrainerContract, BundledTrainerIsAskedThroughItsKeys) {
   EXPECT_EQ(spec.resume, "/c/12.ckpt");
   EXPECT_EQ(spec.stop_after, 13);
   EXPECT_EQ(trainer.resume(spec, std::nullopt).resume, "");
+}
+
+// The pasted reproduction runs each rank on its host label, as the host search did: a host's
+// fault fires only where FAULTLINE_HOST names it. Run through sh with a trainer that reports.
+TEST(TrainerContract, ThePastedCommandGivesEachRankItsHostLabel) {
+  ScratchDir dir;
+  const std::string trainer = dir.path() + "/report.sh";
+  std::ofstream(trainer) << "#!/bin/sh\necho \"$RANK $FAULTLINE_HOST\" >> " << dir.path()
+                         << "/seen\n";
+  std::filesystem::permissions(trainer, std::filesystem::perms::owner_all);
+  TrialSpec spec;
+  spec.config_path = dir.path() + "/recipe.toml";
+  spec.ranks = 2;
+  spec.hosts = {"node b", "c", "spare"};
+  const std::string pasted = TrainerContract::bundled().pasted_command(spec, trainer);
+  ASSERT_EQ(std::system(("cd " + dir.path() + " && " + pasted).c_str()), 0) << pasted;
+  std::ifstream in(dir.path() + "/seen");
+  std::set<std::string> seen;
+  for (std::string line; std::getline(in, line);) seen.insert(line);
+  EXPECT_EQ(seen, (std::set<std::string>{"0 node b", "1 c"})) << pasted;
 }
 
 TEST(TrainerContract, ATrialsScaleAndTheKeysThatOnlyWatchARun) {
