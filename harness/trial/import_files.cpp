@@ -222,7 +222,8 @@ RankFile read_rank_file(const RunFiles& files, int rank, const KeepRecord& keep)
       const json fields = json::parse(event->json, nullptr, false);
       if (event->name == kStartEvent) {
         if (file.start) {
-          file.restarts.push_back({rank, part_last, file.ended, 0, 0});
+          file.restarts.push_back({rank, part_last, file.ended, 0, 0,
+                                   file.ended && file.end.status == EndStatus::Terminated});
           part_last = 0;
           file.ended = false;
           file.collective_entered = 0;                // a new process counts its collectives from 1

@@ -29,8 +29,12 @@ struct Restart {
   // its first one.
   int64_t resumed_from = 0;
   int64_t rerun = 0;  // steps the part before it had run that it ran again
+  // Its end event said SIGTERM stopped it (a time limit, a preemption, a requeue), not that it
+  // finished.
+  bool terminated = false;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, rank, stopped_after, ended, resumed_from, rerun)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, rank, stopped_after, ended, resumed_from, rerun,
+                                   terminated)
 
 struct RankFile {
   std::string path;

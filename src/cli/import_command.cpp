@@ -59,7 +59,8 @@ void print_restarts(const std::vector<harness::Restart>& restarts) {
     auto same = std::find_if(alike.begin(), alike.end(), [&](const auto& group) {
       const auto& r = group.first;
       return r.stopped_after == restart.stopped_after && r.ended == restart.ended &&
-             r.resumed_from == restart.resumed_from && r.rerun == restart.rerun;
+             r.resumed_from == restart.resumed_from && r.rerun == restart.rerun &&
+             r.terminated == restart.terminated;
     });
     if (same == alike.end())
       alike.push_back({restart, {restart.rank}});
@@ -69,9 +70,11 @@ void print_restarts(const std::vector<harness::Restart>& restarts) {
   for (const auto& [r, ranks] : alike)
     fmt::print("  note: rank(s) {} restarted after step {} ({}), {}{}\n", fmt::join(ranks, ","),
                r.stopped_after,
-               r.ended ? "it had ended"
-                       : "with no end event: a crash, a hang or a preemption, the records "
-                         "cannot tell",
+               r.terminated ? "stopped by SIGTERM, as its end event says: a time limit, a "
+                              "preemption or a requeue"
+               : r.ended    ? "it had ended"
+                            : "with no end event: a crash, a hang or a preemption, the records "
+                              "cannot tell",
                r.resumed_from > 0 ? fmt::format("from the checkpoint of step {}", r.resumed_from)
                                   : std::string("from the start"),
                r.rerun > 0 ? fmt::format(": steps {}..{} ran twice, and their records are the "

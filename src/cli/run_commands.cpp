@@ -107,6 +107,15 @@ int run_train(const TrainArgs& args) {
   spec.overrides = trainer::absolute_path_overrides(args.overrides);
   spec.ranks = args.ranks > 0 ? args.ranks : static_cast<int>(recipe.ranks);
   spec.stop_after = args.steps;
+  if (args.steps > recipe.steps) {
+    const std::string key = recipe.command ? recipe.command->trainer.steps_key : "train.steps";
+    throw UserError(
+        fmt::format("--steps {} is more than the recipe's {} steps", args.steps, recipe.steps),
+        "--steps",
+        fmt::format("--steps runs a prefix of the recipe's run; to train longer, "
+                    "--set {}={} (the schedule follows the run's length)",
+                    key, args.steps));
+  }
   spec.parent = "train";
   // Checked here too, as smoke checks its rungs: before the store is opened (or created).
   harness::contract::check_launchable(recipe, spec.ranks);

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +237,14 @@ TEST(Train, BadRecipeIsABadInputExitBeforeAnythingRuns) {
   auto cli = faultline_cli({"train", "-c", kMicro, "--set", "optim.lrr=1"}, dir);
   EXPECT_EQ(cli.result.exit_code, 2);
   EXPECT_THAT(cli.result.output, HasSubstr("faultline: error: unknown key 'optim.lrr'"));
+  // --steps is a prefix of the recipe's run: more than it has is a mistake, not a silent cap.
+  auto longer = faultline_cli({"train", "-c", kMicro, "--steps", "41"}, dir);
+  EXPECT_EQ(longer.result.exit_code, 2);
+  EXPECT_THAT(longer.result.output,
+              HasSubstr("faultline: error: --steps 41 is more than the recipe's 40 steps "
+                        "(--steps); --steps runs a prefix of the recipe's run; to train longer, "
+                        "--set train.steps=41"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/faultline.db"));
 }
 
 // A model too large for the machine. n_embd at its cap (65536) makes block 0's qkv weight

@@ -123,10 +123,12 @@ TEST(ImportFiles, ACheckpointIsFoundBelowTheRunsFolderWhateverDirectoryItsPathWa
 
 TEST(ImportFiles, EachRestartSaysWhereThePartBeforeItStopped) {
   ScratchDir dir;
-  // Part 1 runs 1..9; part 2 resumes from 5 and stops after 7; part 3 resumes from 5 again and
-  // runs to 10 with an end event.
+  // Part 1 runs 1..9 and is stopped by SIGTERM (its end event says so: a requeue); part 2
+  // resumes from 5 and stops after 7 with no end event; part 3 resumes from 5 again and runs to
+  // 10 with an end event.
   std::string text = line({{"type", "event"}, {"name", "start"}});
   for (int64_t s = 1; s <= 9; ++s) text += step(s);
+  text += line({{"type", "event"}, {"name", "end"}, {"status", "terminated"}});
   for (const int64_t last : {7, 10}) {
     text += line({{"type", "event"}, {"name", "start"}});
     text += line({{"type", "event"}, {"name", "resume"}, {"step", 5}, {"path", "/x.pt"}});
@@ -141,6 +143,8 @@ TEST(ImportFiles, EachRestartSaysWhereThePartBeforeItStopped) {
   EXPECT_EQ(file.restarts[0].rerun, 4);          // 6..9
   EXPECT_EQ(file.restarts[1].stopped_after, 7);  // part 2's last step, not part 1's
   EXPECT_EQ(file.restarts[1].rerun, 2);          // 6..7
+  EXPECT_TRUE(file.restarts[0].ended && file.restarts[0].terminated);
+  EXPECT_FALSE(file.restarts[1].ended || file.restarts[1].terminated);
   EXPECT_EQ(file.last_step, 10);
   EXPECT_TRUE(file.ended);
 }
