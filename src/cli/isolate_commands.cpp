@@ -153,12 +153,12 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
     out.finish();
   } catch (const harness::Interrupted&) {
     out.finish();
-    return report_stop(error_format, "isolate", StopKind::Interrupted, "",
+    return report_stop(error_format, command, StopKind::Interrupted, "",
                        "finished trials are stored, and running the same command again resumes "
                        "without repeating them");
   } catch (const harness::InfraError& error) {
     out.finish();
-    return report_stop(error_format, "isolate", StopKind::Infra, error.what());
+    return report_stop(error_format, command, StopKind::Infra, error.what());
   }
   if (result.status == harness::IsolateStatus::NotReproduced) {
     if (args.context.json)
