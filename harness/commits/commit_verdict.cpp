@@ -104,9 +104,9 @@ CommitRun CommitJudge::run_test(const std::string& commit, int run, const std::s
                       (result.end == CommandEnd::Exited && result.exit_code >= 128);
   if (aborts) {
     built_.erase(commit);  // keep its worktree to look at
-    throw BisectAborted("the test command's " + verdict.detail + " at commit " + commit +
-                        " aborts the bisection, as in git bisect run (log: " + spec.output_path +
-                        "; worktree kept at " + tree + ")");
+    throw BisectAborted("the test command at commit " + commit + ": " + verdict.detail +
+                        ", which aborts the bisection as in git bisect run (log: " +
+                        spec.output_path + "; worktree kept at " + tree + ")");
   }
   if (result.end == CommandEnd::TimedOut || result.exit_code != 0)
     verdict.observation = result.exit_code == 125 && result.end == CommandEnd::Exited

@@ -277,11 +277,11 @@ TEST(BisectCommits, TestExitAbove127OrASignalAbortsWithExitFour) {
   const std::string dir = make_temp_dir("bc-abort-run");
   auto code = bisect(repo, history.root, "HEAD", {"--test", "exit 129"}, dir);
   EXPECT_EQ(code.result.exit_code, 4) << code.result.output;
-  EXPECT_THAT(code.result.output, HasSubstr("exit 129 at commit"));
-  EXPECT_THAT(code.result.output, HasSubstr("aborts the bisection"));
+  EXPECT_THAT(code.result.output, HasSubstr("the test command at commit "));
+  EXPECT_THAT(code.result.output, HasSubstr(": exit 129, which aborts the bisection"));
   auto signal = bisect(repo, history.root, "HEAD", {"--test", "kill -SEGV $$"}, dir);
   EXPECT_EQ(signal.result.exit_code, 4) << signal.result.output;
-  EXPECT_THAT(signal.result.output, HasSubstr("killed by SIGSEGV"));
+  EXPECT_THAT(signal.result.output, HasSubstr(": killed by SIGSEGV, which aborts the bisection"));
 }
 
 TEST(BisectCommits, BadInputIsExitTwoWithTheReason) {
