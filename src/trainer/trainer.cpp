@@ -310,7 +310,7 @@ TrainExit Trainer::step(int64_t step) {
     first_loss_ = loss;
   }
   last_loss_ = loss;
-  if (step > 2) {  // the first steps pay one-time allocation costs
+  if (step > first_step_ + 1) {  // a process's first two steps pay one-time allocation costs
     tokens_seen_ += static_cast<double>(tokens);
     timed_ms_ += record.step_ms;
   }
@@ -341,12 +341,14 @@ void Trainer::end(EndStatus status, int64_t step) {
                             {"tokens_per_s", tokens_per_s},
                             {"first_loss", number(first_loss_)},
                             {"last_loss", number(last_loss_)}});
-  if (env_.rank == 0)
-    std::printf(
-        "faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %.0f tokens/s "
-        "on rank 0\n",
-        to_string(status), static_cast<long long>(step), first_loss_,
-        static_cast<long long>(first_step_), last_loss_, tokens_per_s);
+  if (env_.rank == 0) {
+    const std::string rate =
+        tokens_per_s > 0 ? fmt::format("{:.0f} tokens/s on rank 0", tokens_per_s)
+                         : std::string("too few steps to time (a process's first two are not)");
+    std::printf("faultline-train: %s at step %lld; loss %.4f (step %lld) -> %.4f; %s\n",
+                to_string(status), static_cast<long long>(step), first_loss_,
+                static_cast<long long>(first_step_), last_loss_, rate.c_str());
+  }
   std::fflush(stdout);
 }
 

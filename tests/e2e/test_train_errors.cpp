@@ -72,6 +72,8 @@ TEST(TrainErrors, AnInstalledRecipeIsTakenByItsNameAndAMistypedOneGetsADidYouMea
   auto named = run_trainer({.recipe = "tiny", .overrides = {"train.stop_after=1"}});
   EXPECT_EQ(named.rank0().exit_code, 0) << named.rank0().output;
   EXPECT_THAT(named.rank0().output, HasSubstr("ok at step 1"));
+  // One step is not timed (a process's first two pay one-time costs): no "0 tokens/s".
+  EXPECT_THAT(named.rank0().output, HasSubstr("too few steps to time"));
   auto typo = run_trainer({.recipe = "tinyy"});
   EXPECT_EQ(typo.rank0().exit_code, 2);
   EXPECT_THAT(typo.rank0().output,
