@@ -46,6 +46,14 @@ int64_t stored_finding(store::Store& store, const json& fields) {
   return store.add_finding(info);
 }
 
+TEST(ReportGather, AStragglersRankIsTheSubjectOfItsVerdictNotSaidTwice) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t id = stored_run(store, {{"straggler", -1, 1, "rank 1 is 2x slower"}}, 9, 100);
+  EXPECT_EQ(gather_run(store, id, {}).verdict,
+            "Run " + std::to_string(id) + " failed: Rank 1 straggled.");
+}
+
 TEST(ReportGather, AFailedRunShowsItsFailureStepAndCurves) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));
