@@ -3,6 +3,7 @@
 #include "cli/isolate_commands.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -122,6 +123,21 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
     if (auto nodes = harness::slurm_nodes();
         static_cast<int>(nodes.size()) >= request.failing.ranks)
       request.failing.hosts = nodes;
+  if (launcher_setup.kind == harness::LauncherKind::Slurm && !request.failing.hosts.empty())
+    // On Slurm a label is a node the rank is placed on: one sbatch would otherwise refuse it
+    // ("Invalid node name specified") without saying which.
+    if (auto nodes = harness::slurm_nodes(); !nodes.empty()) {
+      std::vector<std::string> unknown;
+      for (const auto& label : request.failing.hosts)
+        if (std::find(nodes.begin(), nodes.end(), label) == nodes.end()) unknown.push_back(label);
+      if (!unknown.empty())
+        throw UserError(
+            fmt::format("host label(s) {} are not nodes of {}", fmt::join(unknown, ","),
+                        std::getenv("SLURM_JOB_NODELIST") ? "this allocation" : "the cluster"),
+            "--hosts",
+            fmt::format("with --launcher slurm each label is a node name: {}",
+                        fmt::join(nodes, ",")));
+    }
   request.baseline = baseline_spec(args, request.failing);
   if (scope == harness::IsolateScope::Config && !request.baseline)
     throw UserError("bisect config needs a baseline", "--baseline",

@@ -106,6 +106,20 @@ TEST(Slurm, JobsTwoGivesTheSameFindingAsJobsOne) {
   EXPECT_EQ(one.doc.at("ranks"), nlohmann::json::array({2, 3}));
 }
 
+// A label that is no node would be refused by sbatch without saying which: named at once.
+TEST(Slurm, AHostLabelThatIsNoNodeOfTheClusterIsBadInputNamingIt) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-bad-host");
+  auto cli = on_slurm({"isolate", "-c", kMicro, "--ranks", "2", "--hosts", "n1,nX,n3"},
+                      {"train.steps=20"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 2) << cli.result.output;
+  const auto& item = cli.doc.at("error").at("items").at(0);
+  EXPECT_EQ(item.at("what"), "host label(s) nX are not nodes of the cluster");
+  EXPECT_EQ(item.at("where"), "--hosts");
+  EXPECT_THAT(item.at("hint").get<std::string>(), HasSubstr("n1,n2,n3,n4"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/faultline.db"));
+}
+
 TEST(Slurm, TheHostSearchRunsEachRankOnItsNodeAndSwapsInSpareNodes) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-hosts");
