@@ -269,7 +269,8 @@ std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& 
 TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
     : store_(store), launcher_(launcher), options_(std::move(options)) {}
 
-Outcome TrialRunner::run(const TrialSpec& spec) {
+Outcome TrialRunner::run(const TrialSpec& spec,
+                         const std::function<void(const Outcome&)>& with_finish) {
   const auto overrides = trial_overrides(spec);
   // Validate here: a bad recipe is the user's error, reported before anything is launched.
   const auto config = contract::load_recipe(spec.config_path, overrides);
@@ -401,7 +402,10 @@ Outcome TrialRunner::run(const TrialSpec& spec) {
   // ended_at stays empty: the store writes now, to the millisecond as started_at has it.
   for (const auto& failure : outcome.failures) info.failures.push_back(stored_failure(failure));
   info.malformed = outcome.malformed;
-  store_.finish_run(outcome.run_id, info);
+  store_.in_transaction([&] {
+    store_.finish_run(outcome.run_id, info);
+    if (with_finish) with_finish(outcome);
+  });
   return outcome;
 }
 

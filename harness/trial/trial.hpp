@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,7 +77,11 @@ struct RunnerOptions {
 class TrialRunner {
  public:
   TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options);
-  Outcome run(const TrialSpec& spec);
+  // `with_finish` runs inside the transaction that marks the run finished, on the same store:
+  // what a caller stores of the outcome (the trial cache's row) lands with it or not at all, so
+  // a search killed in between never finds a finished run it has no trial for.
+  Outcome run(const TrialSpec& spec,
+              const std::function<void(const Outcome&)>& with_finish = nullptr);
   const RunnerOptions& options() const { return options_; }
   // From now on every run is also judged against these runs' step records (loss_regression).
   void judge_against(std::shared_ptr<const std::vector<std::vector<StepRecord>>> reference) {

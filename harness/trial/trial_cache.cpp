@@ -186,11 +186,13 @@ CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
       return {*outcome, true};
     }
   }
-  Outcome outcome = runner_.run(spec);
+  // The trial's row is stored with the run's end, in one transaction (TrialRunner::run).
+  Outcome outcome = runner_.run(spec, [&](const Outcome& finished) {
+    if (!finished.interrupted && finished.verdict != Verdict::InfraError)
+      store_.put_trial(hash, identity.dump(), to_json(finished).dump(), finished.run_id);
+  });
   ++trials_run_;
   steps_executed_ += outcome.steps_run;
-  if (!outcome.interrupted && outcome.verdict != Verdict::InfraError)
-    store_.put_trial(hash, identity.dump(), to_json(outcome).dump(), outcome.run_id);
   return {outcome, false};
 }
 
