@@ -205,11 +205,12 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
   CommitJudge judge(store, repo, request.judge, memory);
   judge.remove_leftovers();
   bisect::FlakyOptions flaky = request.flaky;
-  std::vector<CommitRun> reference_runs;
+  // The good commit's runs every verdict is judged against: before any verdict, the ends' too.
+  std::vector<CommitRun> good_runs;
   if (request.judge.kind == JudgeKind::Recipe &&
       request.judge.failure_kind == detectors::FailureKind::LossRegression) {
     auto reference = judge.measure_reference(report.good_commit);
-    reference_runs = reference.runs;
+    good_runs = reference.runs;
     report.seed_flake_rate =
         static_cast<double>(reference.flagged) / static_cast<double>(reference.runs.size());
     // Measured on a few seeds: it only ever raises the rate given (a verdict must still say
@@ -218,9 +219,6 @@ CommitBisectReport bisect_commits(store::Store& store, const CommitBisectRequest
         std::min(0.5, std::max(flaky.p_good_looks_bad, *report.seed_flake_rate));
     if (request.search == CommitSearch::Flaky) report.p_good_looks_bad = flaky.p_good_looks_bad;
   }
-  // The good commit's runs every verdict is judged against come before any verdict, the ends'
-  // too.
-  std::vector<CommitRun> good_runs = reference_runs;
   if (request.judge.kind == JudgeKind::Recipe &&
       request.judge.failure_kind == detectors::FailureKind::Slow)
     good_runs.push_back(judge.measure_baseline(report.good_commit));

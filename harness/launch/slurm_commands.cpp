@@ -2,7 +2,6 @@
 #include "harness/launch/slurm_commands.hpp"
 
 #include <set>
-
 #include <sstream>
 
 #include "harness/launch/launcher.hpp"

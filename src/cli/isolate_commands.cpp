@@ -64,6 +64,31 @@ std::vector<std::string> host_labels(const std::string& list, int ranks) {
   return hosts;
 }
 
+// On Slurm a host label is the node a rank is placed on. Inside an allocation its nodes are the
+// hosts when none are given (one rank per node, the rest spares); every label must be a node,
+// or one sbatch would refuse it ("Invalid node name specified") without saying which.
+void place_on_slurm_nodes(harness::TrialSpec& failing) {
+  const bool in_allocation = std::getenv("SLURM_JOB_NODELIST") != nullptr;
+  const bool take_allocation =
+      failing.hosts.empty() && in_allocation && !failing.config_path.empty();
+  if (failing.hosts.empty() && !take_allocation) return;
+  const auto nodes = harness::slurm_nodes();
+  if (nodes.empty()) return;  // Slurm cannot be asked: its own error comes with the first trial
+  if (take_allocation) {
+    if (static_cast<int>(nodes.size()) >= failing.ranks) failing.hosts = nodes;
+    return;
+  }
+  std::vector<std::string> unknown;
+  for (const auto& label : failing.hosts)
+    if (std::find(nodes.begin(), nodes.end(), label) == nodes.end()) unknown.push_back(label);
+  if (!unknown.empty())
+    throw UserError(
+        fmt::format("host label(s) {} are not nodes of {}", fmt::join(unknown, ","),
+                    in_allocation ? "this allocation" : "the cluster"),
+        "--hosts",
+        fmt::format("with --launcher slurm each label is a node name: {}", fmt::join(nodes, ",")));
+}
+
 harness::TrialSpec failing_spec(const IsolateArgs& args) {
   harness::TrialSpec spec;
   if (args.config.empty()) return spec;
@@ -117,27 +142,7 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
                "them here)\n",
                command, args.run);
   auto launcher = harness::make_launcher(launcher_setup);
-  if (launcher_setup.kind == harness::LauncherKind::Slurm && !request.failing.config_path.empty() &&
-      request.failing.hosts.empty() && std::getenv("SLURM_JOB_NODELIST"))
-    // Inside an allocation its nodes are the hosts: one rank per node, the rest spares.
-    if (auto nodes = harness::slurm_nodes();
-        static_cast<int>(nodes.size()) >= request.failing.ranks)
-      request.failing.hosts = nodes;
-  if (launcher_setup.kind == harness::LauncherKind::Slurm && !request.failing.hosts.empty())
-    // On Slurm a label is a node the rank is placed on: one sbatch would otherwise refuse it
-    // ("Invalid node name specified") without saying which.
-    if (auto nodes = harness::slurm_nodes(); !nodes.empty()) {
-      std::vector<std::string> unknown;
-      for (const auto& label : request.failing.hosts)
-        if (std::find(nodes.begin(), nodes.end(), label) == nodes.end()) unknown.push_back(label);
-      if (!unknown.empty())
-        throw UserError(
-            fmt::format("host label(s) {} are not nodes of {}", fmt::join(unknown, ","),
-                        std::getenv("SLURM_JOB_NODELIST") ? "this allocation" : "the cluster"),
-            "--hosts",
-            fmt::format("with --launcher slurm each label is a node name: {}",
-                        fmt::join(nodes, ",")));
-    }
+  if (launcher_setup.kind == harness::LauncherKind::Slurm) place_on_slurm_nodes(request.failing);
   request.baseline = baseline_spec(args, request.failing);
   if (scope == harness::IsolateScope::Config && !request.baseline)
     throw UserError("bisect config needs a baseline", "--baseline",
