@@ -123,7 +123,11 @@ FailureSpan finding_span(const store::RunInfo& failing_run, const json& fields) 
 }
 
 std::string finding_verdict(const json& fields, FailureSpan span) {
-  std::string text = what_happened(fields.value("kind", ""), span);
+  const json rank = fields.value("rank", json());
+  const auto subject = rank.is_number_integer()
+                           ? rank_as_subject(fields.value("kind", ""), rank.get<int64_t>())
+                           : std::nullopt;
+  std::string text = subject ? *subject : what_happened(fields.value("kind", ""), span);
   if (!fields.value("step", json()).is_null()) text += " at step " + text_of(fields["step"]);
   // An LR anomaly's place is the optimizer's lr, which "the learning rate" already says.
   const bool where_said =
@@ -132,7 +136,7 @@ std::string finding_verdict(const json& fields, FailureSpan span) {
     text += " in " + text_of(fields["where"]);
     if (!fields.value("phase", json()).is_null()) text += " (" + text_of(fields["phase"]) + ")";
   }
-  if (!fields.value("rank", json()).is_null()) text += " on rank " + text_of(fields["rank"]);
+  if (!rank.is_null() && !subject) text += " on rank " + text_of(rank);
   if (!fields.value("host", json()).is_null()) text += " of host " + text_of(fields["host"]);
   if (fields.value("samples", json()).is_array() && !fields["samples"].empty())
     text += ", caused by sample " + text_of(fields["samples"]);

@@ -1,6 +1,8 @@
 // How a failure reads in a report's headline (headline.hpp).
 #include "report/headline.hpp"
 
+#include <fmt/format.h>
+
 #include "probes/detectors/failure_kind.hpp"
 
 namespace faultline::report {
@@ -61,6 +63,13 @@ std::string what_happened(const std::string& kind_name, FailureSpan span) {
       return "A rank died as it shut down, after training ended";
   }
   return kind_name;
+}
+
+std::optional<std::string> rank_as_subject(const std::string& kind_name, int64_t rank) {
+  // "A rank straggled on rank 1" would say the rank twice.
+  if (detectors::parse_failure_kind(kind_name) == detectors::FailureKind::Straggler)
+    return fmt::format("Rank {} straggled", rank);
+  return std::nullopt;
 }
 
 }  // namespace faultline::report

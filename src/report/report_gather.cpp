@@ -40,16 +40,11 @@ Report gather_run(const store::Store& store, int64_t run_id, const GatherOptions
   report.failed = failing != run.failures.end();
   if (report.failed) {
     const auto& first = *failing;
-    // "A rank straggled on rank 1" says the rank twice: a straggler's rank is its subject.
-    const bool named_straggler =
-        detectors::parse_failure_kind(first.kind) == detectors::FailureKind::Straggler &&
-        first.rank >= 0;
+    const auto subject = first.rank >= 0 ? rank_as_subject(first.kind, first.rank) : std::nullopt;
     report.verdict = fmt::format("Run {} failed: {}", run_id,
-                                 named_straggler ? fmt::format("Rank {} straggled", first.rank)
-                                                 : what_happened(first.kind, span_of(first)));
+                                 subject ? *subject : what_happened(first.kind, span_of(first)));
     if (first.step >= 0) report.verdict += fmt::format(" at step {}", first.step);
-    if (first.rank >= 0 && !named_straggler)
-      report.verdict += fmt::format(" on rank {}", first.rank);
+    if (first.rank >= 0 && !subject) report.verdict += fmt::format(" on rank {}", first.rank);
     report.verdict += ".";
     for (const auto& failure : run.failures)
       if (failure.step >= 0 && (!report.bad_step || failure.step < *report.bad_step))

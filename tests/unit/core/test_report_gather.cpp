@@ -52,6 +52,10 @@ TEST(ReportGather, AStragglersRankIsTheSubjectOfItsVerdictNotSaidTwice) {
   const int64_t id = stored_run(store, {{"straggler", -1, 1, "rank 1 is 2x slower"}}, 9, 100);
   EXPECT_EQ(gather_run(store, id, {}).verdict,
             "Run " + std::to_string(id) + " failed: Rank 1 straggled.");
+  // A straggler finding's headline alike.
+  const int64_t finding = stored_finding(
+      store, {{"kind", "straggler"}, {"rank", 1}, {"evidence", {{"failing_run", id}}}});
+  EXPECT_EQ(gather_finding(store, finding, {}).verdict.substr(0, 17), "Rank 1 straggled.");
 }
 
 TEST(ReportGather, AFailedRunShowsItsFailureStepAndCurves) {
