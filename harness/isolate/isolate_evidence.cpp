@@ -197,8 +197,7 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
   for (const auto& spec : tries) {
     Outcome outcome = context.run(spec);
     if (outcome.verdict == Verdict::InfraError)
-      throw InfraError("the replay from checkpoint " + from->path +
-                       " could not run: " + outcome.infra_detail);
+      throw_not_run(outcome, "the replay from checkpoint " + from->path);
     auto shown_again = failure_of(outcome, failure.kind);
     if (!shown_again && evidence.stopped_writing)
       shown_again = failure_of(outcome, detectors::FailureKind::Hang);

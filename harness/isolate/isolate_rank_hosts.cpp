@@ -61,8 +61,7 @@ std::string locate_rank_host(Context& context, const TrialSpec& spec, const Repl
   auto disagrees = [&](const std::vector<std::string>& labels) {
     Outcome replica = context.run(check.replica(labels));
     if (replica.verdict == Verdict::InfraError)
-      throw InfraError("a replica check on other hosts could not run (run " +
-                       std::to_string(replica.run_id) + "): " + replica.infra_detail);
+      throw_not_run(replica, "a replica check on other hosts");
     return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
                                     check.step(), kRankTolerance, what))
                 .empty();

@@ -56,9 +56,7 @@ int64_t fingerprinted_before(const std::vector<FingerprintRecord>& prints, int64
 }
 
 void require_ran(const Outcome& outcome, const std::string& what) {
-  if (outcome.verdict == Verdict::InfraError)
-    throw InfraError(what + " could not run (run " + std::to_string(outcome.run_id) +
-                     "): " + outcome.infra_detail);
+  if (outcome.verdict == Verdict::InfraError) throw_not_run(outcome, what);
 }
 
 // A run that fingerprints sparsely (a stored run) dates a step only to after its last agreeing

@@ -46,8 +46,7 @@ class StepReplay {
     std::vector<bisect::Observation> observations;
     for (const auto& outcome : context_.run(specs)) {
       if (outcome.verdict == Verdict::InfraError)  // a replay that cannot run: nothing to learn
-        throw InfraError("replaying step " + std::to_string(location_.step) + " failed (run " +
-                         std::to_string(outcome.run_id) + "): " + outcome.infra_detail);
+        throw_not_run(outcome, "the replay of step " + std::to_string(location_.step));
       observations.push_back(isolate::judge(outcome, kind_));
     }
     return observations;

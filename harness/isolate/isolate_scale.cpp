@@ -32,8 +32,7 @@ std::optional<Reproduction> reproduce(Context& context, const TrialSpec& failing
   reproduction.outcome = context.run(reproduction.spec);
   ran = reproduction.outcome;
   const Outcome& outcome = reproduction.outcome;
-  if (outcome.verdict == Verdict::InfraError)
-    throw InfraError("the failing setup could not be run: " + outcome.infra_detail);
+  if (outcome.verdict == Verdict::InfraError) throw_not_run(outcome, "the failing setup");
   auto failure =
       expected_kind ? failure_of(outcome, *expected_kind) : primary_failure(outcome.failures);
   if (outcome.verdict != Verdict::Fail || !failure) {

@@ -105,8 +105,7 @@ ReproReport reproduce_finding(store::Store& store, TrialCache& cache,
   Outcome outcome = cache.run(spec, CacheUse::Rerun).outcome;
   // Cut short, the replay says nothing of the finding: not "not reproduced".
   if (outcome.interrupted) throw Interrupted();
-  if (outcome.verdict == Verdict::InfraError)
-    throw InfraError("the reproduction could not run: " + outcome.infra_detail);
+  if (outcome.verdict == Verdict::InfraError) throw_not_run(outcome, "the reproduction");
   report.run_id = outcome.run_id;
   // Compared with the replay, not the evidence run: the reproduction's overrides (stop_after at
   // the failure step, say) change the hash of both sides alike.

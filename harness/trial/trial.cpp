@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/enum_names.hpp"
+#include "common/error.hpp"
 #include "common/text.hpp"
 #include "harness/contract/recipe.hpp"
 #include "harness/contract/trainer_contract.hpp"
@@ -77,7 +78,7 @@ contract::ExitMeaning launched_rank_meaning(const EndEvent& end, contract::ExitM
 void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch,
                    const contract::TrainerContract& trainer,
                    std::vector<detectors::Failure>& failures, std::string& infra_detail,
-                   const std::vector<RankLaunch>& ranks) {
+                   InfraCause& infra_cause, const std::vector<RankLaunch>& ranks) {
   if (result.timed_out) {
     const int64_t step =
         result.last_step.empty()
@@ -119,6 +120,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
         "rank {} exited {} {}: {}", crash.rank, crash.exit_code,
         trained == 0 ? std::string("before training") : fmt::format("after step {}", trained),
         log_tail(ranks.at(crash.rank).log_path));
+    if (meaning == ExitMeaning::BadUsage && trained == 0) infra_cause = InfraCause::RefusedInput;
     return;
   }
   if (trainer.is_command() && result.last_step.at(crash.rank) == 0 && crash.signal == 0) {
@@ -269,6 +271,15 @@ std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& 
 TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
     : store_(store), launcher_(launcher), options_(std::move(options)) {}
 
+void throw_not_run(const Outcome& outcome, const std::string& what) {
+  const std::string run = "run " + std::to_string(outcome.run_id);
+  if (outcome.infra_cause == InfraCause::RefusedInput)
+    throw UserError(what + " was refused by the trainer: " + outcome.infra_detail, run,
+                    "a trainer's exit 2 before its first step is its usage error: fix the recipe "
+                    "key, --set or trainer argument it names");
+  throw InfraError(what + " could not run (" + run + "): " + outcome.infra_detail);
+}
+
 Outcome TrialRunner::run(const TrialSpec& spec,
                          const std::function<void(const Outcome&)>& with_finish) {
   const auto overrides = trial_overrides(spec);
@@ -365,7 +376,8 @@ Outcome TrialRunner::run(const TrialSpec& spec,
   outcome.wall_s = result.wall_s;
   for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
   if (outcome.infra_detail.empty()) {
-    classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail, ranks);
+    classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail,
+                  outcome.infra_cause, ranks);
     for (auto& warning : teardown_warnings(result, ranks)) outcome.failures.push_back(warning);
   }
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);

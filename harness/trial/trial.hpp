@@ -43,11 +43,17 @@ std::optional<Verdict> parse_verdict(std::string_view text);
 // store keeps them with the run in the same shape.
 using MalformedLines = store::RankMalformed;
 
+// Why a run that could not be judged did not run: the machine or set-up, or the trainer
+// refusing what it was asked (its usage error, exit 2 before its first step) — bad input to
+// the command, which no retry on another machine mends.
+enum class InfraCause { Machine, RefusedInput };
+
 struct Outcome {
   Verdict verdict = Verdict::InfraError;
   std::vector<detectors::Failure> failures;
   int64_t run_id = 0;
   std::string infra_detail;  // why it could not run, with the log's tail
+  InfraCause infra_cause = InfraCause::Machine;  // read only for Verdict::InfraError
   std::string out_dir;
   int64_t last_step = 0;
   int64_t steps_run = 0;  // trainer steps this trial executed (per rank)
@@ -62,6 +68,10 @@ struct Outcome {
   bool interrupted = false;
   std::vector<MalformedLines> malformed;  // ranks with any, by rank; also stored with the run
 };
+
+// Ends a search at a trial that could not run, `what` naming it ("the failing setup"): bad
+// input (UserError) where the trainer refused what it was asked, else an InfraError.
+[[noreturn]] void throw_not_run(const Outcome& outcome, const std::string& what);
 
 struct RunnerOptions {
   std::string trainer;   // path of faultline-train (or a protocol-speaking trainer)

@@ -53,15 +53,19 @@ struct SmokeArgs {
   std::vector<std::string> option_names;
 };
 
-ExitCode exit_for(harness::Verdict verdict) {
-  switch (verdict) {
+// A run the trainer refused (its usage error before the first step) is the caller's input to
+// fix, exit 2; any other run that could not be judged is the machine's, exit 4.
+ExitCode exit_for(const harness::Outcome& outcome) {
+  if (outcome.interrupted) return ExitCode::Infra;
+  switch (outcome.verdict) {
     case harness::Verdict::Pass:
     case harness::Verdict::Skip:
       return ExitCode::Ok;
     case harness::Verdict::Fail:
       return ExitCode::Failed;
     case harness::Verdict::InfraError:
-      return ExitCode::Infra;
+      return outcome.infra_cause == harness::InfraCause::RefusedInput ? ExitCode::BadInput
+                                                                      : ExitCode::Infra;
   }
   return ExitCode::Infra;
 }
@@ -87,7 +91,11 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   print_failures(outcome.failures);
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
-    fmt::print("  infrastructure error: {}\n", outcome.infra_detail);
+    fmt::print("  {}: {}\n",
+               outcome.infra_cause == harness::InfraCause::RefusedInput
+                   ? "the trainer refused its input"
+                   : "infrastructure error",
+               outcome.infra_detail);
   if (outcome.interrupted)
     fmt::print("  interrupted: stored as interrupted; the {} steps it ran: {}\n", outcome.last_step,
                harness::to_string(outcome.verdict));
@@ -148,7 +156,7 @@ int run_train(const TrainArgs& args) {
     print_outcome(outcome, spec);
     if (outcome.verdict == harness::Verdict::Fail) print_next_isolate(outcome.run_id);
   }
-  return static_cast<int>(outcome.interrupted ? ExitCode::Infra : exit_for(outcome.verdict));
+  return static_cast<int>(exit_for(outcome));
 }
 
 int run_smoke(const SmokeArgs& args) {
@@ -176,6 +184,7 @@ int run_smoke(const SmokeArgs& args) {
         trainer_contract.skipped("data fractions", harness::contract::Capability::DataFraction));
   json rungs_json = json::array();
   harness::Verdict gate = harness::Verdict::Pass;
+  ExitCode gate_exit = ExitCode::Ok;
   int64_t failing_run = 0;
   std::optional<harness::Outcome> cut_short;  // the rung SIGINT/SIGTERM interrupted
   for (size_t i = 0; i < rungs.size(); ++i) {
@@ -212,6 +221,7 @@ int run_smoke(const SmokeArgs& args) {
     }
     if (outcome.verdict != harness::Verdict::Pass) {
       gate = outcome.verdict;
+      gate_exit = exit_for(outcome);
       break;  // the golden rule: never climb past a failing rung
     }
   }
@@ -228,7 +238,7 @@ int run_smoke(const SmokeArgs& args) {
   else
     fmt::print("smoke gate: {}\n", verdict);
   if (!args.context.json && failing_run > 0) print_next_isolate(failing_run);
-  return static_cast<int>(cut_short ? ExitCode::Infra : exit_for(gate));
+  return static_cast<int>(cut_short ? ExitCode::Infra : gate_exit);
 }
 
 }  // namespace

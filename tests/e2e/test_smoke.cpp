@@ -247,6 +247,30 @@ TEST(Train, BadRecipeIsABadInputExitBeforeAnythingRuns) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/faultline.db"));
 }
 
+// A module name only the model knows is checked by the trainer as it starts: its refusal (exit 2
+// before the first step) is the caller's input to fix, exit 2 naming the key, not the machine's
+// failure (exit 4, "retry elsewhere") — for a run, a gate and a search alike.
+TEST(Train, InputTheTrainerRefusesAtItsStartIsBadInputNamingTheKey) {
+  std::string dir = make_temp_dir("refused");
+  const std::vector<std::string> sets = {"fault.nan_step=3", "fault.nan_layer=blocks.0.atn"};
+  auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--steps", "5"}, sets), dir);
+  EXPECT_EQ(train.result.exit_code, 2) << train.result.output;
+  EXPECT_THAT(train.result.output,
+              HasSubstr("the trainer refused its input: rank 0 exited 2 before training: "
+                        "faultline-train: error: unknown module 'blocks.0.atn' "
+                        "(fault.nan_layer); did you mean 'blocks.0.attn'?"));
+  auto gate = faultline_cli(with_sets({"smoke", "-c", kMicro, "--json"}, sets), dir);
+  EXPECT_EQ(gate.result.exit_code, 2) << gate.result.output;
+  EXPECT_EQ(gate.doc.at("verdict"), "infra_error");
+  EXPECT_EQ(gate.doc.at("rungs").size(), 1u);
+  auto search = faultline_cli(with_sets({"isolate", "-c", kMicro, "--json"}, sets), dir);
+  EXPECT_EQ(search.result.exit_code, 2) << search.result.output;
+  const auto& item = search.doc.at("error").at("items").at(0);
+  EXPECT_THAT(item.at("what").get<std::string>(),
+              HasSubstr("the failing setup was refused by the trainer: rank 0 exited 2 before "
+                        "training: faultline-train: error: unknown module 'blocks.0.atn'"));
+}
+
 // A model too large for the machine. n_embd at its cap (65536) makes block 0's qkv weight
 // 3 × 65536² floats = 48 GiB, the first large tensor the model allocates (the whole model, 8
 // blocks, asks for about 1.5 TiB; tensors are allocated one at a time, so the 48 GiB is what the

@@ -145,6 +145,7 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
   ASSERT_EQ(chmod(short_trainer.c_str(), 0755), 0);
   const Outcome stopped = bench.run(micro({"train.steps=5"}), short_trainer);
   EXPECT_EQ(stopped.verdict, Verdict::InfraError);
+  EXPECT_EQ(stopped.infra_cause, InfraCause::Machine);
   EXPECT_THAT(stopped.infra_detail,
               HasSubstr("faultline-train exited cleanly after step 2 of the 5 asked, with no "
                         "failure in its records"));
@@ -160,6 +161,7 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
   ASSERT_EQ(chmod(refusing.c_str(), 0755), 0);
   const Outcome refused = bench.run(micro({"train.steps=5"}), refusing);
   EXPECT_EQ(refused.verdict, Verdict::InfraError);
+  EXPECT_EQ(refused.infra_cause, InfraCause::RefusedInput);  // the caller's input: exit 2
   EXPECT_THAT(refused.infra_detail,
               HasSubstr("rank 0 exited 2 before training: …\nusage: train [--option-27 N]\n"));
   EXPECT_THAT(refused.infra_detail,
