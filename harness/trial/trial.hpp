@@ -52,7 +52,7 @@ struct Outcome {
   Verdict verdict = Verdict::InfraError;
   std::vector<detectors::Failure> failures;
   int64_t run_id = 0;
-  std::string infra_detail;  // why it could not run, with the log's tail
+  std::string infra_detail;                      // why it could not run, with the log's tail
   InfraCause infra_cause = InfraCause::Machine;  // read only for Verdict::InfraError
   std::string out_dir;
   int64_t last_step = 0;

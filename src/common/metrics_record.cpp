@@ -2,6 +2,7 @@
 // script, so only the fields a record cannot do without are required.
 #include "common/metrics_record.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -42,17 +43,78 @@ std::optional<Fingerprinted> parse_fingerprinted(std::string_view text) {
 namespace {
 using nlohmann::json;
 
+// "nan", "inf", "-inf" as the protocol spells them; also any case, a "+" and "infinity", as
+// Python's str() and JavaScript write them: a NaN loss dropped as malformed would pass the run.
+std::optional<double> nonfinite_text(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool negative = !text.empty() && text.front() == '-';
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.erase(0, 1);
+  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "inf" || text == "infinity")
+    return negative ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
 double real(const json& record, const char* key, double fallback = 0) {
   auto it = record.find(key);
   if (it == record.end() || it->is_null()) return fallback;
   if (it->is_number()) return it->get<double>();
-  if (it->is_string()) {
-    const auto& text = it->get_ref<const std::string&>();
-    if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (text == "inf") return std::numeric_limits<double>::infinity();
-    if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  if (it->is_string())
+    if (auto value = nonfinite_text(it->get<std::string>())) return *value;
+  throw std::invalid_argument(std::string("field '") + key + "' is " + it->dump() +
+                              ", not a number (a number, or \"nan\", \"inf\" or \"-inf\")");
+}
+
+// Python's json.dumps writes a non-finite float as a bare NaN, Infinity or -Infinity, which is
+// not JSON: those tokens outside strings become the protocol's strings. Only tried on a line
+// that did not parse, so a conforming line costs nothing. nullopt: no such token.
+std::optional<std::string> quote_bare_nonfinite(std::string_view line) {
+  std::string out;
+  out.reserve(line.size() + 16);
+  bool in_string = false, replaced_any = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (auto [bare, quoted] : {std::pair{"-Infinity", "\"-inf\""},
+                                std::pair{"Infinity", "\"inf\""}, std::pair{"NaN", "\"nan\""}}) {
+      const std::string_view token(bare);
+      if (line.substr(i, token.size()) == token) {
+        out += quoted;
+        i += token.size() - 1;
+        replaced = replaced_any = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
   }
-  throw std::invalid_argument(std::string("field '") + key + "' is not a number");
+  if (!replaced_any) return std::nullopt;
+  return out;
+}
+
+// The record, and in `text` the line as JSON (kept whole by events and anomalies): the line
+// itself, or its quote_bare_nonfinite form, which later readers of the stored text can parse.
+json parse_record(std::string_view line, std::string& text) {
+  try {
+    text = line;
+    return json::parse(line);
+  } catch (const json::parse_error&) {
+    auto quoted = quote_bare_nonfinite(line);
+    if (!quoted) throw;
+    auto record = json::parse(*quoted, nullptr, false);
+    if (record.is_discarded()) throw;
+    text = std::move(*quoted);
+    return record;
+  }
 }
 
 // One element of a number array, with the same spelling of non-finite values.
@@ -102,7 +164,8 @@ int64_t required_int(const json& record, const char* key) {
 ParsedLine parse_metrics_line(std::string_view line) {
   ParsedLine parsed;
   try {
-    json record = json::parse(line);
+    std::string line_json;
+    json record = parse_record(line, line_json);
     if (!record.is_object()) throw std::invalid_argument("not a JSON object");
     if (record.value("v", 0) != 1) throw std::invalid_argument("unsupported protocol version");
     const std::string type = text(record, "type");
@@ -142,7 +205,7 @@ ParsedLine parse_metrics_line(std::string_view line) {
                             text(record, "detail"),
                             {},
                             {},
-                            std::string(line)};
+                            line_json};
       if (record.contains("samples") && record["samples"].is_array())
         for (const auto& sample : record["samples"])
           anomaly.samples.push_back(sample.get<uint64_t>());
@@ -162,8 +225,7 @@ ParsedLine parse_metrics_line(std::string_view line) {
         for (size_t i = 0; i < sketch->size(); ++i) fingerprint.sketch.push_back(real(*sketch, i));
       parsed.record = fingerprint;
     } else if (type == "event") {
-      EventRecord event{rank, t, text(record, "name"), maybe_int(record, "step"),
-                        std::string(line)};
+      EventRecord event{rank, t, text(record, "name"), maybe_int(record, "step"), line_json};
       parsed.record = event;
     } else if (type == "gpu") {
       GpuRecord gpu;

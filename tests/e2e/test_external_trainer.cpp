@@ -268,3 +268,29 @@ TEST(ExternalTrainer, ATrialGetsOnlyTheVariablesItAsksNotTheOnesAJobScriptExport
         << entry.path();  // no checkpoints: none was asked for
   }
 }
+
+// A script that writes the protocol itself with json.dumps: a NaN loss comes out as a bare NaN,
+// which is not JSON. Read as malformed, the NaN step was dropped and the run passed; it is the
+// non-finite step it is.
+TEST(ExternalTrainer, ANanLossAsJsonDumpsWritesItFailsTheRunAtItsStep) {
+  const std::string dir = make_temp_dir("ext-json-dumps-nan");
+  std::ofstream(dir + "/dumps.py") << R"(import json, os
+with open(os.environ["FAULTLINE_METRICS"], "w") as out:
+    for step in range(1, 7):
+        loss = float("nan") if step == 4 else 2.0 - 0.01 * step
+        out.write(json.dumps({"v": 1, "type": "step", "rank": 0, "t": 0.01 * step,
+                              "step": step, "loss": loss, "grad_norm": 1.0}) + "\n")
+)";
+  std::ofstream(dir + "/dumps.toml") << R"([trainer]
+command = ["/usr/bin/python3", "dumps.py"]
+[train]
+steps = 6
+)";
+  auto cli = faultline_cli({"train", "-c", dir + "/dumps.toml", "--json"}, dir);
+  EXPECT_EQ(cli.result.exit_code, 1) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("verdict"), "fail");
+  EXPECT_EQ(cli.doc.at("malformed").size(), 0u) << cli.doc.dump();
+  ASSERT_FALSE(cli.doc.at("failures").empty()) << cli.doc.dump();
+  EXPECT_EQ(cli.doc.at("failures").at(0).at("kind"), "nonfinite");
+  EXPECT_EQ(cli.doc.at("failures").at(0).at("step"), 4);
+}

@@ -51,7 +51,33 @@ TEST(MetricsRecord, CpuTimeIsOptional) {
   EXPECT_TRUE(std::isnan(*nan.cpu_ms));
   ParsedLine text = parse_metrics_line(head + R"(,"cpu_ms":"fast"})");
   EXPECT_EQ(text.status, ParseStatus::Malformed);
-  EXPECT_EQ(text.error, "field 'cpu_ms' is not a number");
+  EXPECT_EQ(text.error,
+            "field 'cpu_ms' is \"fast\", not a number (a number, or \"nan\", \"inf\" or \"-inf\")");
+}
+
+// A NaN loss a reader drops as malformed would let the run pass: Python's json.dumps writes a
+// bare NaN/Infinity (not JSON), str() and JavaScript other spellings; all read as non-finite.
+TEST(MetricsRecord, NonFiniteValuesAsPythonAndJavaScriptWriteThemAreRead) {
+  const std::string head = R"({"v":1,"type":"step","rank":0,"t":0.5,"step":3,)";
+  StepRecord bare = step_of(head + R"("loss":NaN,"grad_norm":Infinity,"lr":-Infinity})");
+  EXPECT_TRUE(std::isnan(bare.loss));
+  EXPECT_TRUE(std::isinf(bare.grad_norm) && bare.grad_norm > 0);
+  EXPECT_TRUE(std::isinf(bare.lr) && bare.lr < 0);
+  StepRecord spelled = step_of(head + R"("loss":"NaN","grad_norm":"Infinity","lr":"-INF"})");
+  EXPECT_TRUE(std::isnan(spelled.loss));
+  EXPECT_TRUE(std::isinf(spelled.grad_norm) && spelled.grad_norm > 0);
+  EXPECT_TRUE(std::isinf(spelled.lr) && spelled.lr < 0);
+  // The same letters inside a string stay text; a line that is not JSON for another reason
+  // stays malformed.
+  ParsedLine event = parse_metrics_line(
+      R"({"v":1,"type":"event","rank":0,"t":1,"name":"note NaN -Infinity","loss":NaN})");
+  ASSERT_EQ(event.status, ParseStatus::Ok) << event.error;
+  EXPECT_EQ(std::get<EventRecord>(*event.record).name, "note NaN -Infinity");
+  // Its stored text (read again by whoever needs an event's fields) is JSON.
+  EXPECT_EQ(std::get<EventRecord>(*event.record).json,
+            R"({"v":1,"type":"event","rank":0,"t":1,"name":"note NaN -Infinity","loss":"nan"})");
+  EXPECT_EQ(parse_metrics_line(head + R"("loss":NaN,})").status, ParseStatus::Malformed);
+  EXPECT_EQ(parse_metrics_line(head + R"("loss":nan})").status, ParseStatus::Malformed);
 }
 
 TEST(MetricsRecord, ALossScalersSkippedStepAndScaleAreOptional) {
