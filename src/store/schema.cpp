@@ -249,6 +249,8 @@ bool has_tables(sqlite3* db, const std::string& path) {
   return statement.step() && statement.int64(0) > 0;
 }
 
+}  // namespace
+
 // Refuses files that are not ours or too new. Called outside and inside the step transactions.
 int check_file(sqlite3* db, const std::string& path, int known) {
   const int application_id = read_int_pragma(db, path, "application_id");
@@ -265,7 +267,6 @@ int check_file(sqlite3* db, const std::string& path, int known) {
   }
   return version;
 }
-}  // namespace
 
 const std::vector<std::string>& builtin_migrations() {
   static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,

@@ -24,5 +24,8 @@ int migrate(sqlite3* db, const std::string& path, const std::vector<std::string>
 
 // PRAGMA user_version of the open file.
 int read_user_version(sqlite3* db, const std::string& path);
+// Throws UserError for a file of another program or of a newer schema than `known` steps;
+// returns its schema version. Reads only: a refused file is left as it was.
+int check_file(sqlite3* db, const std::string& path, int known);
 
 }  // namespace faultline::store::detail

@@ -63,8 +63,9 @@ Store Store::open_impl(const std::string& path, const Options& options,
   sqlite3* db = connect(path, options.busy_timeout_ms, handle);
   std::vector<std::string> steps = detail::builtin_migrations();
   steps.insert(steps.end(), extra.begin(), extra.end());
-  // The first read also tells a non-database file apart (SQLITE_NOTADB).
-  detail::read_user_version(db, path);
+  // The first read also tells a non-database file apart (SQLITE_NOTADB). Before any write: WAL
+  // mode is kept in the file's header, and another program's database must stay as it was.
+  detail::check_file(db, path, static_cast<int>(steps.size()));
   exec(db, path, "PRAGMA page_size = " + std::to_string(options.page_size));  // new files only
   if (path != ":memory:" && !path.empty()) {
     detail::Statement wal(db, path, "PRAGMA journal_mode = WAL");

@@ -276,6 +276,12 @@ TEST(Store, RefusesAnotherProgramsDatabase) {
   ErrorItem error = user_error([&] { Store::open(path); });
   EXPECT_EQ(error.where, path);
   EXPECT_NE(error.what.find("not a faultline store"), std::string::npos) << error.what;
+  // Left as it was: opening it as a store wrote WAL mode into its header (byte 19) before the
+  // check, so a mistyped --db changed another program's file.
+  const std::string bytes = faultline::testing::read_file(path);
+  ASSERT_GT(bytes.size(), 19u);
+  EXPECT_EQ(static_cast<int>(bytes[18]), 1);  // 1: rollback journal, 2: WAL
+  EXPECT_EQ(static_cast<int>(bytes[19]), 1);
 }
 
 TEST(Store, RefusesAMissingDirectoryNamingThePath) {
