@@ -27,6 +27,10 @@ struct ShardReport {
   Checksum checksum = Checksum::Ok;
   std::optional<uint16_t> min_token;  // empty for a shard without tokens
   std::optional<uint16_t> max_token;
+  // The first token id at or above the header's vocab: the trainer halts on it as a data
+  // anomaly, so a shard that passes its checksum is still not one to train on.
+  std::optional<size_t> beyond_vocab_at;
+  bool sound() const { return checksum == Checksum::Ok && !beyond_vocab_at; }
 };
 
 ShardReport examine(const std::string& file) {
@@ -40,6 +44,12 @@ ShardReport examine(const std::string& file) {
     auto [low, high] = std::minmax_element(tokens.begin(), tokens.end());
     report.min_token = *low;
     report.max_token = *high;
+    if (*high >= report.shard.header.vocab_size) {
+      const auto at = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) {
+        return token >= report.shard.header.vocab_size;
+      });
+      report.beyond_vocab_at = static_cast<size_t>(at - tokens.begin());
+    }
   }
   return report;
 }
@@ -65,9 +75,8 @@ void print_table(const std::vector<ShardReport>& reports) {
     fmt::print("{:<{}}  {:>6}  {:<{}}  {:>6}  {:>12}  {:<16}  {:<8}  {:>5}  {:>5}\n", r.shard.name,
                name_width, "v" + std::to_string(h.format_version),
                h.tokenizer + " v" + std::to_string(h.tokenizer_version), tokenizer_width,
-               h.vocab_size, r.shard.tokens.size(), hex64(h.checksum),
-               r.checksum == Checksum::Ok ? "ok" : "BAD", optional_text(r.min_token),
-               optional_text(r.max_token));
+               h.vocab_size, r.shard.tokens.size(), hex64(h.checksum), r.sound() ? "ok" : "BAD",
+               optional_text(r.min_token), optional_text(r.max_token));
   }
   fmt::print("{} shard(s), {} tokens\n", reports.size(), total);
 }
@@ -88,6 +97,7 @@ nlohmann::json to_json(const std::string& path, const std::vector<ShardReport>& 
                       {"tokens", r.shard.tokens.size()},
                       {"checksum", hex64(h.checksum)},
                       {"checksum_ok", r.checksum == Checksum::Ok},
+                      {"ids_below_vocab", !r.beyond_vocab_at},
                       {"min_token", r.min_token ? nlohmann::json(*r.min_token) : nullptr},
                       {"max_token", r.max_token ? nlohmann::json(*r.max_token) : nullptr}});
   }
@@ -110,12 +120,20 @@ int inspect_shards(const std::string& path, InspectFormat format) {
       for (const auto& item : error.items()) errors.add(item.what, item.where, item.hint);
       continue;
     }
-    if (reports.back().checksum == Checksum::Bad)
-      errors.add("shard checksum mismatch: stored " + hex64(reports.back().shard.header.checksum) +
-                     ", computed " + hex64(data::token_checksum(reports.back().shard.tokens)),
+    const ShardReport& report = reports.back();
+    if (report.checksum == Checksum::Bad)
+      errors.add("shard checksum mismatch: stored " + hex64(report.shard.header.checksum) +
+                     ", computed " + hex64(data::token_checksum(report.shard.tokens)),
                  file,
                  "the file is damaged; re-create it with `faultline data prepare` or "
                  "`faultline data synth`");
+    if (report.beyond_vocab_at)
+      errors.add(fmt::format("token id {} at offset {} is not below the shard's vocab size {}",
+                             report.shard.tokens[*report.beyond_vocab_at], *report.beyond_vocab_at,
+                             report.shard.header.vocab_size),
+                 file,
+                 "training halts on it as a data anomaly; re-create the shard with the "
+                 "tokenizer its header names, or a header with the tokenizer's vocab size");
   }
 
   // A damaged corpus must fail scripts that only look at the exit code. With --json the

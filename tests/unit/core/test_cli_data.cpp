@@ -164,6 +164,38 @@ TEST_F(CliData, InspectMarksDamagedShardsBadAndFails) {
   EXPECT_EQ(doc["errors"][0]["where"], victim);
 }
 
+// A checksum covers what was written, not whether it is valid: an id at or above the header's
+// vocab (a shard made by another tokenizer, a header edited by hand) halts training as a data
+// anomaly, so inspect calls it BAD with its offset, checksum and all.
+TEST_F(CliData, InspectCallsATokenIdBeyondTheVocabBadEvenWithAGoodChecksum) {
+  std::string out = dir_.file("s");
+  ASSERT_EQ(run(dir_, "data synth --out " + shell_quote(out) + " --shards 2 --tokens-per-shard 100")
+                .exit_code,
+            0);
+  std::string victim = out + "/synth-001.flshard";
+  data::Shard shard = data::read_shard(victim);
+  shard.tokens.at(40) = 999;
+  shard.header.checksum = data::token_checksum(shard.tokens);
+  data::write_shard(victim, shard);
+  Result result = run(dir_, "data inspect " + shell_quote(out));
+  EXPECT_EQ(result.exit_code, 2) << result.out;
+  EXPECT_NE(result.out.find("BAD"), std::string::npos) << result.out;
+  EXPECT_EQ(result.err,
+            "faultline: error: token id 999 at offset 40 is not below the shard's "
+            "vocab size 256 (" +
+                victim +
+                "); training halts on it as a data anomaly; re-create the shard "
+                "with the tokenizer its header names, or a header with the "
+                "tokenizer's vocab size\n");
+  Result json = run(dir_, "data inspect --json " + shell_quote(out));
+  EXPECT_EQ(json.exit_code, 2);
+  nlohmann::json doc = nlohmann::json::parse(json.out);
+  EXPECT_EQ(doc["shards"][1]["checksum_ok"], true);
+  EXPECT_EQ(doc["shards"][1]["ids_below_vocab"], false);
+  EXPECT_EQ(doc["shards"][0]["ids_below_vocab"], true);
+  EXPECT_EQ(doc["shards"][1]["max_token"], 999);
+}
+
 TEST_F(CliData, InspectOfAMissingPathIsAUserError) {
   std::string missing = dir_.file("nowhere");
   Result result = run(dir_, "data inspect " + shell_quote(missing));
