@@ -201,6 +201,15 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
     auto shown_again = failure_of(outcome, failure.kind);
     if (!shown_again && evidence.stopped_writing)
       shown_again = failure_of(outcome, detectors::FailureKind::Hang);
+    // A kind judged against the steps before it can fire elsewhere in a replay that lacks the
+    // run's earlier steps: that is not the failure found, and a finding must not move to it.
+    if (shown_again && history > 0 && shown_again->step != failure.step) {
+      why_not = fmt::format(
+          "the replay of steps {}..{} at {} rank(s) showed {} at step {}, not at step {} (run {})",
+          from->step + 1, until, spec.ranks, to_string(failure.kind), shown_again->step,
+          failure.step, outcome.run_id);
+      continue;
+    }
     if (shown_again && outcome.verdict == Verdict::Fail)
       return Reproduction{spec, outcome, *shown_again, from};
     why_not = "the replay of steps " + std::to_string(from->step + 1) + ".." +

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "common/event_names.hpp"
 #include "common/metrics_record.hpp"
 #include "common/text.hpp"
 #include "probes/detectors/detectors.hpp"
@@ -188,10 +189,18 @@ class LossSpikeDetector : public Detector {
  public:
   explicit LossSpikeDetector(const Thresholds& t) : t_(t.loss_spike) {}
 
+  void observe(const EventRecord& e) override {
+    if (e.name == kResumeEvent) ranks_[e.rank].resumed = true;
+  }
+
   void observe(const StepRecord& r) override {
     if (!std::isfinite(r.loss)) return;
     Rank& s = ranks_[r.rank];
-    if (s.seen == 0) s.first = r.loss;
+    if (s.seen == 0) {
+      s.first = r.loss;
+      // A trainer that writes no resume event still shows it: its first step is not the first.
+      if (r.step > 1) s.resumed = true;
+    }
     if (s.seen >= t_.warmup_steps) {
       const double reference = median({s.recent.begin(), s.recent.end()});
       if (reference > 0 && r.loss >= t_.factor * reference)
@@ -199,7 +208,7 @@ class LossSpikeDetector : public Detector {
                       "loss " + num(r.loss) + " is " + num(r.loss / reference) + "x the median " +
                           num(reference) + " of the previous " + std::to_string(s.recent.size()) +
                           " finite losses (limit " + num(t_.factor) + "x)"});
-    } else if (s.seen > 0) {
+    } else if (s.seen > 0 && !s.resumed) {
       judge_against_first(r, s);
     }
     if (s.seen >= t_.warmup_steps) judge_rise(r, s);
@@ -217,6 +226,7 @@ class LossSpikeDetector : public Detector {
  private:
   struct Rank {
     double first = 0;
+    bool resumed = false;  // from a checkpoint: its first loss is one draw mid-curve, no start
     int64_t seen = 0;
     std::deque<double> recent;
     std::deque<double> changes;  // step-to-step loss changes of the recent window
@@ -224,9 +234,10 @@ class LossSpikeDetector : public Detector {
 
   // Inside the warm-up the reference is the first loss: a run that blows up at once (a far too
   // high LR, no LR warm-up) would otherwise have raised its own median before it is judged.
-  // Healthy runs never rise above their first loss there (70 tiny and micro seeds; from any
-  // step of a tiny run, as a replay from a checkpoint starts: at most 1.15x and 0.24 nats), while
-  // an LR that keeps the model from learning doubles it within a few steps (docs/detectors.md).
+  // Healthy runs never rise above their first loss there (70 tiny and micro seeds), while an LR
+  // that keeps the model from learning doubles it within a few steps (docs/detectors.md). Not
+  // for a run resumed from a checkpoint: mid-curve, its first loss is one batch's draw, and a
+  // small batch's noise (a user's MLP: 0.30, then 1.87 seven steps on) is no divergence.
   void judge_against_first(const StepRecord& r, const Rank& s) {
     if (!(s.first > 0)) return;
     const bool rose = r.loss >= t_.first_loss_factor * s.first && r.loss - s.first > t_.min_rise;

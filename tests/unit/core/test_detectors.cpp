@@ -179,6 +179,31 @@ TEST(Detectors, LossSpikeInsideItsWarmupIsJudgedAgainstTheFirstLoss) {
   EXPECT_NE(failures[0].detail.find("the first loss"), std::string::npos) << failures[0].detail;
 }
 
+// A replay from a checkpoint starts mid-curve: its first loss is one batch's draw. A lucky low
+// one made a small batch's ordinary noise seven steps on a "loss_spike" (6x the first loss), and
+// isolate then reported that step instead of the real spike after it.
+TEST(Detectors, ARunResumedFromACheckpointIsNotJudgedAgainstItsFirstLoss) {
+  std::vector<StepRecord> resumed;
+  for (const auto& r : synthetic_run())
+    if (r.step > 30) resumed.push_back(r);
+  const double typical = record_at(resumed, 32).loss;
+  record_at(resumed, 31).loss = typical / 6;  // a lucky batch
+  record_at(resumed, 38).loss = typical;      // 6x the first loss: noise, not divergence
+  EXPECT_TRUE(judge(resumed).empty()) << describe(judge(resumed));
+  // Known from its resume event too, where its steps are numbered from 1 (a trainer's own count).
+  std::vector<StepRecord> renumbered = synthetic_run();
+  record_at(renumbered, 1).loss = record_at(renumbered, 2).loss / 6;
+  RunJudge judge_resumed;
+  judge_resumed.observe(EventRecord{0, 0.0, "resume", 30, R"({"name":"resume","step":30})"});
+  for (const auto& r : renumbered) judge_resumed.observe(r);
+  EXPECT_TRUE(judge_resumed.finish().empty()) << describe(judge_resumed.finish());
+  // A fresh run with the same first steps is still held to its first loss.
+  expect_one(judge(renumbered), "loss_spike", 2, 0);
+  // The median rule still judges a resumed run's steps once it has seen enough of them.
+  record_at(resumed, 60).loss = 30.0;
+  expect_one(judge(resumed), "loss_spike", 60, 0);
+}
+
 TEST(Detectors, AnEarlyRiseUnderTheAbsoluteFloorIsNotASpikeUnlessItIsTenfold) {
   auto records = synthetic_run();
   for (auto& r : records) r.loss = 0.1;  // a loss near its floor (a fine-tune's, say)
