@@ -161,6 +161,7 @@ TrialSpec TrainerContract::prefix(TrialSpec spec, int64_t last_step) const {
 
 TrialSpec TrainerContract::resume(TrialSpec spec, const std::optional<Checkpoint>& from) const {
   spec.resume = from ? from->path : "";
+  spec.resume_step = from ? from->step : 0;
   return spec;
 }
 

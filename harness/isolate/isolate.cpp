@@ -38,15 +38,18 @@ json steps_around(store::Store& store, int64_t run_id, int64_t step) {
 }  // namespace
 
 json spec_to_json(const TrialSpec& spec) {
-  return {{"config_path", spec.config_path},
-          {"overrides", spec.overrides},
-          {"ranks", spec.ranks},
-          {"stop_after", spec.stop_after},
-          {"data_fraction", spec.data_fraction},
-          {"resume", spec.resume},
-          {"parent", spec.parent},
-          {"hosts", spec.hosts},
-          {"repeat", spec.repeat}};
+  json out = {{"config_path", spec.config_path},
+              {"overrides", spec.overrides},
+              {"ranks", spec.ranks},
+              {"stop_after", spec.stop_after},
+              {"data_fraction", spec.data_fraction},
+              {"resume", spec.resume},
+              {"parent", spec.parent},
+              {"hosts", spec.hosts},
+              {"repeat", spec.repeat}};
+  // Only where known: a search's stored request (and its identity) stays as it was without it.
+  if (spec.resume_step > 0) out["resume_step"] = spec.resume_step;
+  return out;
 }
 
 TrialSpec spec_from_json(const json& in) {
@@ -57,6 +60,7 @@ TrialSpec spec_from_json(const json& in) {
   spec.stop_after = in.at("stop_after").get<int64_t>();
   spec.data_fraction = in.at("data_fraction").get<double>();
   spec.resume = in.value("resume", "");
+  spec.resume_step = in.value("resume_step", int64_t{0});  // absent from specs stored before it
   spec.parent = in.value("parent", "");
   spec.hosts = in.value("hosts", std::vector<std::string>{});
   spec.repeat = in.value("repeat", 0);

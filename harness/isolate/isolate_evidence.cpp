@@ -216,6 +216,10 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
               std::to_string(until) + " at " + std::to_string(spec.ranks) +
               " rank(s) did not show " + to_string(failure.kind) + " (run " +
               std::to_string(outcome.run_id) + ")";
+    // What it showed instead: a replay that died loading its checkpoint says so here.
+    if (auto other = primary_failure(outcome.failures); other && outcome.verdict == Verdict::Fail)
+      why_not += fmt::format("; it failed with {} at step {}: {}", to_string(other->kind),
+                             other->step, other->detail);
   }
   return std::nullopt;
 }

@@ -41,6 +41,7 @@ class StepReplay {
       TrialSpec spec = trainer.checkpoint_on_halt(trainer.checkpoint_every(local_, 0), false);
       spec = trainer.replay(spec, location_.step, subset);
       spec.resume = location_.state_before;
+      spec.resume_step = location_.state_before.empty() ? 0 : location_.step - 1;
       specs.push_back(trainer.prefix(spec, location_.step));
     }
     std::vector<bisect::Observation> observations;

@@ -94,7 +94,8 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   const auto start = Clock::now();
   const size_t count = ranks.size();
   SupervisedResult result;
-  result.last_step.assign(count, 0);
+  result.last_step.assign(count, options.resume_step);
+  result.first_step.assign(count, 0);
   result.collectives.assign(count, 0);
   result.ends.assign(count, {});
   std::vector<MetricsTail> tails;
@@ -108,7 +109,7 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
   std::vector<int64_t> entered(count, 0);  // the last collective each rank reported entering
   // The step a rank resumed after (its resume event): a crash or hang before its first step
   // record is in the step after it, not in step 1, and that first step is still start-up.
-  std::vector<int64_t> resumed_after(count, 0);
+  std::vector<int64_t> resumed_after(count, options.resume_step);
   std::optional<Clock::time_point> first_death;
   std::optional<Clock::time_point> stop_asked;
   std::vector<int64_t> steps_when_asked;
@@ -158,6 +159,8 @@ SupervisedResult supervise(RunningTrial& trial, const std::vector<RankLaunch>& r
           }
         }
         if (const auto* step = std::get_if<StepRecord>(&*parsed.record)) {
+          if (result.first_step[rank] == 0)
+            result.first_step[rank] = std::max<int64_t>(1, step->step);
           result.last_step[rank] = std::max(result.last_step[rank], step->step);
           if (step->collectives) result.collectives[rank] = *step->collectives;
           last_progress[rank] = Clock::now();

@@ -34,6 +34,10 @@ struct SuperviseOptions {
   // Sent to every rank of a hung trial before it is killed, so the trainer can write its stacks
   // to its log (faultline_probe.py: SIGUSR1 → faulthandler); 0: none (faultline-train).
   int stack_signal = 0;
+  // A replay from the checkpoint of this step (0: a fresh start): each rank begins there, as a
+  // resume event would say, so a death before its first record is dated to the step after it
+  // even from a trainer that writes no resume event.
+  int64_t resume_step = 0;
 };
 
 class RecordSink {
@@ -58,6 +62,7 @@ struct CrashReport {
 struct SupervisedResult {
   std::vector<RankStatus> ranks;
   std::vector<int64_t> last_step;    // per rank, 0 if none
+  std::vector<int64_t> first_step;   // per rank: its first step record's step, 0 if none
   std::vector<int64_t> collectives;  // per rank: collectives entered at the last step record
   // Per rank: what its end event said (an empty EndEvent when it wrote none). Read from the
   // whole file after the ranks ended, so a rank that wrote it just before dying counts: after

@@ -37,7 +37,7 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!text.empty() && text.back() == '\n') text.pop_back();
-  if (text.empty()) return "(it is empty)";
+  if (text.empty()) return "(the log is empty)";
   size_t from = text.size() > bytes ? text.size() - bytes : 0;
   if (const size_t newline = text.find('\n', from); from > 0 && newline != std::string::npos)
     from = newline + 1;  // no line cut in two (one line longer than `bytes` is cut)
@@ -49,6 +49,14 @@ std::string log_tail(const std::string& path, size_t bytes = 2000) {
     at = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
   }
   return (from > 0 ? "…\n" : "") + text.substr(from);
+}
+
+// A Python rank that died of an exception: the traceback's last line, its type and message
+// ("RuntimeError: PytorchStreamReader failed reading zip archive"); "" without a traceback.
+std::string python_exception(const std::string& path) {
+  const std::string tail = log_tail(path);
+  if (tail.find("Traceback (most recent call last):") == std::string::npos) return "";
+  return tail.substr(tail.rfind('\n') + 1);  // npos + 1 == 0: a one-line tail
 }
 
 // A launcher's exit status is not its rank's (torchrun exits 1 whatever its ranks did): the
@@ -115,18 +123,28 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
   if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
     // Mostly before its first step; the helper also refuses mid-run an op its determinism
     // forbids, which is the set-up's problem too, not a fault of the run.
-    const int64_t trained = result.last_step.at(crash.rank);
-    infra_detail = fmt::format(
-        "rank {} exited {} {}: {}", crash.rank, crash.exit_code,
-        trained == 0 ? std::string("before training") : fmt::format("after step {}", trained),
-        log_tail(ranks.at(crash.rank).log_path));
-    if (meaning == ExitMeaning::BadUsage && trained == 0) infra_cause = InfraCause::RefusedInput;
+    // Before its first step record of this trial (a replay's ranks begin at its checkpoint).
+    const bool before = result.first_step.at(crash.rank) == 0;
+    infra_detail =
+        fmt::format("rank {} exited {} {}: {}", crash.rank, crash.exit_code,
+                    before ? std::string("before training")
+                           : fmt::format("after step {}", result.last_step.at(crash.rank)),
+                    log_tail(ranks.at(crash.rank).log_path));
+    if (meaning == ExitMeaning::BadUsage && before) infra_cause = InfraCause::BadInput;
     return;
   }
-  if (trainer.is_command() && result.last_step.at(crash.rank) == 0 && crash.signal == 0) {
+  if (trainer.is_command() && result.first_step.at(crash.rank) == 0 && crash.signal == 0) {
     // A script that cannot import what it needs never trained: the machine's problem, not a
     // crash of the run (e.g. a python3 on PATH without torch).
     const std::string log = log_tail(ranks.at(crash.rank).log_path);
+    // Python stops at a syntax error before running a line: the script's mistake, not the run's.
+    for (const char* error : {"SyntaxError:", "IndentationError:", "TabError:"})
+      if (log.find(error) != std::string::npos) {
+        infra_detail = "rank " + std::to_string(crash.rank) + " of " + trainer.name() +
+                       " did not start: its script does not parse: " + log;
+        infra_cause = InfraCause::BadInput;
+        return;
+      }
     if (log.find("ModuleNotFoundError") != std::string::npos ||
         log.find("ImportError") != std::string::npos) {
       infra_detail = "rank " + std::to_string(crash.rank) + " of " + trainer.name() +
@@ -175,9 +193,37 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
     how += fmt::format("; the launcher of ranks {}-{} {}", crash.launcher_of->first,
                        crash.launcher_of->second, how_it_died(status, {}));
   }
+  if (const std::string exception = python_exception(ranks.at(crash.rank).log_path);
+      !exception.empty())
+    how += "; its log ends with " + exception;
   failures.push_back(
       {detectors::FailureKind::Crash, crash.step, crash.rank,
        "rank " + std::to_string(crash.rank) + " " + how + stacks_of_rank(ranks.at(crash.rank))});
+}
+
+// Exit 3 or 4 says "I halted on a non-finite value" or "on a data anomaly"; with no record that
+// shows one, it is a death like any other exit (it read as "exited cleanly after step 6").
+std::optional<detectors::Failure> unproven_halt(const SupervisedResult& result,
+                                                const contract::TrainerContract& trainer,
+                                                const std::vector<detectors::Failure>& failures) {
+  if (!result.crash || result.crash->signal != 0) return std::nullopt;
+  const auto& crash = *result.crash;
+  using contract::ExitMeaning;
+  auto meaning = trainer.exit_meaning(crash.exit_code);
+  if (crash.launcher_of) meaning = launched_rank_meaning(result.ends.at(crash.rank), meaning);
+  if (meaning != ExitMeaning::HaltedNonfinite && meaning != ExitMeaning::HaltedData)
+    return std::nullopt;
+  const auto shown = meaning == ExitMeaning::HaltedNonfinite ? detectors::FailureKind::Nonfinite
+                                                             : detectors::FailureKind::Data;
+  for (const auto& failure : failures)
+    if (failure.kind == shown) return std::nullopt;
+  return detectors::Failure{
+      detectors::FailureKind::Crash, crash.step, crash.rank,
+      fmt::format(
+          "rank {} exited {} after step {}, the code for a halt on {}, but no record "
+          "shows one: a death, not a halt",
+          crash.rank, crash.exit_code, result.last_step.at(crash.rank),
+          meaning == ExitMeaning::HaltedNonfinite ? "a non-finite value" : "a data anomaly")};
 }
 
 // A job or step the scheduler ended (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED).
@@ -271,12 +317,34 @@ std::vector<std::string> trainer_argv(const TrialSpec& spec, const std::string& 
 TrialRunner::TrialRunner(store::Store& store, Launcher& launcher, RunnerOptions options)
     : store_(store), launcher_(launcher), options_(std::move(options)) {}
 
+namespace {
+
+// A rank asked to resume from the state after step S whose first step record is S or earlier
+// trained from the start: a replay that claims steps S+1.. would cost and show something else.
+std::string ignored_resume(const TrialSpec& spec, const SupervisedResult& result,
+                           const contract::TrainerContract& trainer) {
+  if (spec.resume.empty() || spec.resume_step <= 0) return "";
+  for (size_t rank = 0; rank < result.first_step.size(); ++rank) {
+    const int64_t first = result.first_step[rank];
+    if (first > 0 && first <= spec.resume_step)
+      return fmt::format(
+          "rank {} of {} was asked to resume from {} (the state after step {}), but its first "
+          "step record is step {}: it ignored the checkpoint (FAULTLINE_RESUME, or the recipe's "
+          "trainer.resume fragment), or numbers its steps from 1 again (a record's step is the "
+          "run's global step); a trainer that cannot resume must not declare 'resume' in "
+          "trainer.provides",
+          rank, trainer.name(), spec.resume, spec.resume_step, first);
+  }
+  return "";
+}
+
+}  // namespace
+
 void throw_not_run(const Outcome& outcome, const std::string& what) {
   const std::string run = "run " + std::to_string(outcome.run_id);
-  if (outcome.infra_cause == InfraCause::RefusedInput)
-    throw UserError(what + " was refused by the trainer: " + outcome.infra_detail, run,
-                    "a trainer's exit 2 before its first step is its usage error: fix the recipe "
-                    "key, --set or trainer argument it names");
+  if (outcome.infra_cause == InfraCause::BadInput)
+    throw UserError(what + " could not run: " + outcome.infra_detail, run,
+                    "fix the recipe key, --set, trainer argument or script it names");
   throw InfraError(what + " could not run (" + run + "): " + outcome.infra_detail);
 }
 
@@ -289,6 +357,11 @@ Outcome TrialRunner::run(const TrialSpec& spec,
   const auto trainer = contract::TrainerContract::of(spec.config_path);
   const int nodes = launcher_.nodes_for(spec.ranks);
   if (trainer.starts_own_ranks()) check_node_split(spec.ranks, nodes);
+  // Removed since the run wrote it (a clean-up, gc): the replay would die loading it, which
+  // reads as the run's crash, or as a failure that "did not reproduce".
+  if (!spec.resume.empty() && !std::filesystem::exists(spec.resume))
+    throw InfraError("the checkpoint to resume from, " + spec.resume +
+                     ", no longer exists (removed since the run wrote it?)");
 
   store::RunInfo info;
   info.config_path = spec.config_path;
@@ -330,8 +403,14 @@ Outcome TrialRunner::run(const TrialSpec& spec,
     info.argv_json = nlohmann::json(ranks.at(0).argv).dump();
     store_.set_run_argv(outcome.run_id, info.argv_json);
     store_.set_run_out_dir(outcome.run_id, outcome.out_dir);
+    // Inside the transaction: a directory that cannot be made leaves no run behind that never
+    // ran (it read as `interrupted` afterwards).
+    std::error_code error;
+    std::filesystem::create_directories(outcome.out_dir, error);
+    if (error)
+      throw UserError("cannot create the run's directory: " + error.message(), outcome.out_dir,
+                      "give a --work-dir you can write to (the default is ./faultline-runs)");
   });
-  std::filesystem::create_directories(outcome.out_dir);
   write_run_owner(outcome.out_dir, {store_.path(), outcome.run_id});
   for (const auto& [path, text] : command.files) std::ofstream(path) << text;
 
@@ -347,6 +426,7 @@ Outcome TrialRunner::run(const TrialSpec& spec,
   SupervisedResult result;
   SuperviseOptions watch = options_.supervise;
   watch.interrupted = options_.interrupted;
+  watch.resume_step = spec.resume_step;
   if (trainer.is_command() && trainer.records() == contract::RecordSource::Protocol)
     watch.stack_signal = SIGUSR1;  // faultline_probe.py prints every thread's stack on it
   std::unique_ptr<RunningTrial> trial;
@@ -375,12 +455,19 @@ Outcome TrialRunner::run(const TrialSpec& spec,
   outcome.malformed = sink.malformed();
   outcome.wall_s = result.wall_s;
   for (int64_t step : result.last_step) outcome.last_step = std::max(outcome.last_step, step);
+  if (outcome.infra_detail.empty() && !result.interrupted) {
+    outcome.infra_detail = ignored_resume(spec, result, trainer);
+    if (!outcome.infra_detail.empty()) outcome.infra_cause = InfraCause::BadInput;
+  }
   if (outcome.infra_detail.empty()) {
     classify_exit(result, watch, trainer, outcome.failures, outcome.infra_detail,
                   outcome.infra_cause, ranks);
     for (auto& warning : teardown_warnings(result, ranks)) outcome.failures.push_back(warning);
   }
   for (auto& failure : judge.finish()) outcome.failures.push_back(failure);
+  if (outcome.infra_detail.empty())
+    if (auto died = unproven_halt(result, trainer, outcome.failures))
+      outcome.failures.push_back(*died);
   if (outcome.infra_detail.empty())
     if (auto regression =
             regression_against(store_, outcome.run_id, options_.reference, options_.thresholds))

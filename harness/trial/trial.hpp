@@ -26,6 +26,9 @@ struct TrialSpec {
   int64_t stop_after = 0;    // 0: the recipe's whole run; else a prefix of it (train.stop_after)
   double data_fraction = 0;  // 0: the recipe's own
   std::string resume;        // a checkpoint, or ""
+  // The step whose state `resume` holds, when known (0: unknown): a rank whose first step
+  // record is at or before it did not resume, whatever it said. Not part of a trial's identity.
+  int64_t resume_step = 0;
   std::string parent;        // stored with the run, e.g. "smoke"
   // The host label of each rank (FAULTLINE_HOST), by rank; empty or short: the machine's own
   // name for the ranks not listed. On one machine labels stand for hosts (docs/ranks.md).
@@ -43,10 +46,11 @@ std::optional<Verdict> parse_verdict(std::string_view text);
 // store keeps them with the run in the same shape.
 using MalformedLines = store::RankMalformed;
 
-// Why a run that could not be judged did not run: the machine or set-up, or the trainer
-// refusing what it was asked (its usage error, exit 2 before its first step) — bad input to
-// the command, which no retry on another machine mends.
-enum class InfraCause { Machine, RefusedInput };
+// Why a run could not be judged: the machine or set-up, or bad input to the command, which no
+// retry on another machine mends — the trainer refusing what it was asked (its usage error,
+// exit 2 before its first step), a script that does not parse, a trainer that ignored the
+// checkpoint it was asked to resume from.
+enum class InfraCause { Machine, BadInput };
 
 struct Outcome {
   Verdict verdict = Verdict::InfraError;

@@ -89,6 +89,26 @@ void place_on_slurm_nodes(harness::TrialSpec& failing) {
         fmt::format("with --launcher slurm each label is a node name: {}", fmt::join(nodes, ",")));
 }
 
+// A stored run replays its own recipe and keys: a -c or --set beside --run was dropped without a
+// word, and the finding was not of the setup the user meant.
+void refuse_recipe_beside_run(const IsolateArgs& args) {
+  ErrorList errors;
+  if (!args.config.empty())
+    errors.add("-c " + args.config + " is not used with --run", "-c",
+               "a stored run replays its own recipe: drop -c, or train the setup you mean "
+               "(`faultline train -c ...`) and give that run to --run");
+  std::vector<std::string> dropped;
+  for (const auto& set : args.overrides)
+    if (!starts_with(set, "launcher.")) dropped.push_back(set);
+  if (!dropped.empty())
+    errors.add(fmt::format("--set {} would not change run {}'s replays", fmt::join(dropped, " "),
+                           args.run),
+               "--set",
+               "a stored run replays its own keys (a launcher.* key places its replays); to "
+               "search against other values, give them as --baseline-set");
+  errors.throw_if_any();
+}
+
 harness::TrialSpec failing_spec(const IsolateArgs& args) {
   harness::TrialSpec spec;
   if (args.config.empty()) return spec;
@@ -125,6 +145,7 @@ std::optional<harness::TrialSpec> baseline_spec(const IsolateArgs& args,
 int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std::string& command) {
   if (args.config.empty() && args.run == 0)
     throw UserError("nothing to isolate", "-c/--run", "give a failing recipe (-c) or a stored run");
+  if (args.run > 0) refuse_recipe_beside_run(args);
   harness::IsolateRequest request;
   request.failing = failing_spec(args);
   // A stored run's replays run where it ran: its store is read first. Without one, bad input

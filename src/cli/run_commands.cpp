@@ -64,7 +64,7 @@ ExitCode exit_for(const harness::Outcome& outcome) {
     case harness::Verdict::Fail:
       return ExitCode::Failed;
     case harness::Verdict::InfraError:
-      return outcome.infra_cause == harness::InfraCause::RefusedInput ? ExitCode::BadInput
+      return outcome.infra_cause == harness::InfraCause::BadInput ? ExitCode::BadInput
                                                                       : ExitCode::Infra;
   }
   return ExitCode::Infra;
@@ -92,8 +92,8 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
     fmt::print("  {}: {}\n",
-               outcome.infra_cause == harness::InfraCause::RefusedInput
-                   ? "the trainer refused its input"
+               outcome.infra_cause == harness::InfraCause::BadInput
+                   ? "bad input"
                    : "infrastructure error",
                outcome.infra_detail);
   if (outcome.interrupted)

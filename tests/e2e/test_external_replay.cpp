@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fstream>
 #include <map>
 
 #include "support/pytorch_jobs.hpp"
+#include "support/recipe_text.hpp"
 
 using namespace faultline::testing;
 using ::testing::HasSubstr;
@@ -70,6 +72,39 @@ TEST(ExternalTrainer, ATeacherLeftOutOfTheCheckpointsIsNamedAsStateTheyLack) {
   // stays nondeterministic, the other suspect.
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               HasSubstr("; the trainer said this stays nondeterministic: determinism=\"warn\""));
+}
+
+// A trainer that declares `resume` but trains from step 1 when asked to resume (here a wrapper
+// that drops FAULTLINE_RESUME, as a job script that does not pass it on would): the replay from
+// the checkpoint of step 20 claimed steps 21..30 and made a finding of its own run from step 1.
+// It is bad input naming the checkpoint and the step the replay began at; a script that does
+// not parse is too, not a crash of the run.
+TEST(ExternalTrainer, ATrainerThatIgnoresTheCheckpointItWasAskedToResumeFromIsBadInput) {
+  const std::string dir = make_temp_dir("ext-ignores-resume");
+  std::string recipe =
+      replaced(read_text(kHelper), "command = [\"/usr/bin/python3\", \"train.py\",",
+               "command = [\"/usr/bin/env\", \"-u\", \"FAULTLINE_RESUME\", "
+               "\"/usr/bin/python3\", \"train.py\",");
+  recipe = replaced(recipe, "[trainer]\n", "[trainer]\nworkdir = \"" + kExamples + "\"\n");
+  std::ofstream(dir + "/forgets.toml") << recipe;
+  auto train =
+      faultline_cli(with_sets({"train", "-c", dir + "/forgets.toml", "--json"},
+                              {"train.steps=30", "fault.nan_step=30",
+                               "fault.nan_layer=blocks.0.attn", "faultline.checkpoint_every=10"}),
+                    dir, 300);
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  auto cli = isolate_imported(dir, train);
+  EXPECT_EQ(cli.result.exit_code, 2) << cli.result.output;
+  EXPECT_THAT(cli.doc.dump(), HasSubstr("(the state after step 20), but its first step record is "
+                                        "step 1: it ignored the checkpoint"));
+
+  std::ofstream(dir + "/broken.py") << "def f(:\n    pass\n";
+  std::ofstream(dir + "/broken.toml") << "[trainer]\ncommand = [\"/usr/bin/python3\", "
+                                         "\"broken.py\"]\n[train]\nsteps = 5\n";
+  auto broken = faultline_cli({"train", "-c", dir + "/broken.toml"}, dir);
+  EXPECT_EQ(broken.result.exit_code, 2) << broken.result.output;
+  EXPECT_THAT(broken.result.output, HasSubstr("did not start: its script does not parse:"));
+  EXPECT_THAT(broken.result.output, HasSubstr("SyntaxError"));
 }
 
 // A job that ran train.py without faultline (the helper's variables set by its script, as on a

@@ -256,7 +256,7 @@ TEST(Train, InputTheTrainerRefusesAtItsStartIsBadInputNamingTheKey) {
   auto train = faultline_cli(with_sets({"train", "-c", kMicro, "--steps", "5"}, sets), dir);
   EXPECT_EQ(train.result.exit_code, 2) << train.result.output;
   EXPECT_THAT(train.result.output,
-              HasSubstr("the trainer refused its input: rank 0 exited 2 before training: "
+              HasSubstr("bad input: rank 0 exited 2 before training: "
                         "faultline-train: error: unknown module 'blocks.0.atn' "
                         "(fault.nan_layer); did you mean 'blocks.0.attn'?"));
   auto gate = faultline_cli(with_sets({"smoke", "-c", kMicro, "--json"}, sets), dir);
@@ -267,7 +267,7 @@ TEST(Train, InputTheTrainerRefusesAtItsStartIsBadInputNamingTheKey) {
   EXPECT_EQ(search.result.exit_code, 2) << search.result.output;
   const auto& item = search.doc.at("error").at("items").at(0);
   EXPECT_THAT(item.at("what").get<std::string>(),
-              HasSubstr("the failing setup was refused by the trainer: rank 0 exited 2 before "
+              HasSubstr("the failing setup could not run: rank 0 exited 2 before "
                         "training: faultline-train: error: unknown module 'blocks.0.atn'"));
 }
 

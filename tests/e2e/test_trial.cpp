@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "store/store.hpp"
 #include "support/metrics.hpp"
@@ -132,7 +133,7 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
   EXPECT_THAT(nothing.infra_detail,
               HasSubstr("faultline-train ended without a single step record: it wrote none to "
                         "$FAULTLINE_METRICS (is --trainer faultline-train?); the end of rank "
-                        "0's log: (it is empty)"));
+                        "0's log: (the log is empty)"));
   auto stored = *bench.store.get_run(nothing.run_id);
   EXPECT_EQ(stored.verdict, "infra_error");
   EXPECT_EQ(stored.infra_detail, nothing.infra_detail);
@@ -161,10 +162,50 @@ TEST(Trial, ATrainerThatTrainsNothingOrStopsShortIsAnInfrastructureErrorKeptWith
   ASSERT_EQ(chmod(refusing.c_str(), 0755), 0);
   const Outcome refused = bench.run(micro({"train.steps=5"}), refusing);
   EXPECT_EQ(refused.verdict, Verdict::InfraError);
-  EXPECT_EQ(refused.infra_cause, InfraCause::RefusedInput);  // the caller's input: exit 2
+  EXPECT_EQ(refused.infra_cause, InfraCause::BadInput);  // the caller's input: exit 2
   EXPECT_THAT(refused.infra_detail,
               HasSubstr("rank 0 exited 2 before training: …\nusage: train [--option-27 N]\n"));
   EXPECT_THAT(refused.infra_detail,
               ::testing::EndsWith("[--option-40 N]\ntrain: error: --steps must be at least 1"));
   EXPECT_THAT(refused.infra_detail, ::testing::Not(HasSubstr("--option-26 ")));
+}
+
+// Exit 3 and 4 are the trainer's "halted on a non-finite value / a data anomaly"; a rank that
+// exits 3 with no record of one died, and is a crash at the step it died in (it read as
+// "exited cleanly after step 6 of the 20 asked", an infrastructure error).
+TEST(Trial, AnExitThatClaimsAHaltNoRecordShowsIsACrash) {
+  Bench bench;
+  for (const char* code : {"3", "4"}) {
+    const Outcome died =
+        bench.run(micro({"train.steps=10", "fault.crash_rank=0", "fault.crash_step=7",
+                         std::string("fault.crash_signal=") + code}));
+    EXPECT_EQ(died.verdict, Verdict::Fail) << code << ": " << died.infra_detail;
+    ASSERT_EQ(died.failures.size(), 1u) << code;
+    EXPECT_EQ(died.failures[0].kind, detectors::FailureKind::Crash);
+    EXPECT_EQ(died.failures[0].step, 7);
+    EXPECT_THAT(died.failures[0].detail, HasSubstr(std::string("rank 0 exited ") + code +
+                                                   " after step 6, the code for a halt"));
+  }
+  // A real halt keeps its own kind: the NaN's record, not a crash.
+  const Outcome halted =
+      bench.run(micro({"train.steps=10", "fault.nan_step=5", "fault.nan_layer=blocks.0.mlp"}));
+  ASSERT_FALSE(halted.failures.empty());
+  EXPECT_EQ(halted.failures[0].kind, detectors::FailureKind::Nonfinite);
+  for (const auto& failure : halted.failures)
+    EXPECT_NE(failure.kind, detectors::FailureKind::Crash) << failure.detail;
+}
+
+// A run directory that cannot be made is the caller's --work-dir to fix; the run it would have
+// been is not stored (it stayed `running`, then read as `interrupted` though nothing ran).
+TEST(Trial, AWorkDirThatCannotBeMadeIsBadInputAndStoresNoRun) {
+  Bench bench;
+  std::ofstream(bench.dir + "/runs") << "a file where the runs' folder goes\n";
+  try {
+    bench.run(micro({"train.steps=2"}));
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.items().front().what, HasSubstr("cannot create the run's directory"));
+    EXPECT_EQ(error.items().front().where, bench.dir + "/runs/run-1");
+  }
+  EXPECT_TRUE(bench.store.list_runs().empty());
 }
