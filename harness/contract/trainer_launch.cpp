@@ -80,12 +80,27 @@ std::vector<std::string> TrainerContract::argv(const TrialSpec& spec,
 
 std::string TrainerContract::pasted_command(const TrialSpec& spec,
                                             const std::string& trainer) const {
-  const std::string one = shell_command(argv(spec, trainer));
-  if (spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher)) {
-    // A host label makes a host's fault fire (FAULTLINE_HOST): without it the paste runs clean.
-    if (spec.hosts.empty()) return one;
-    return "FAULTLINE_HOST=" + shell_word(spec.hosts.front()) + " " + one;
+  auto words = argv(spec, trainer);
+  const bool one_process =
+      spec.ranks <= 1 || (command_ && command_->ranks_from == RanksFrom::Launcher);
+  // A trial's run directory is made by faultline and its metrics file named: a paste makes and
+  // names them itself, or a script that writes there stops at a missing folder or variable.
+  std::string made;
+  if (command_) {
+    made = "mkdir -p " + shell_word(words.at(2) + "/" + kPastedOutDir) + " && ";
+    if (one_process)
+      words.insert(words.begin() + 3, fmt::format("FAULTLINE_METRICS={}/metrics.rank{}.jsonl",
+                                                  kPastedOutDir, spec.ranks <= 1 ? "0" : "{rank}"));
   }
+  const std::string one = shell_command(words);
+  if (one_process) {
+    // A host label makes a host's fault fire (FAULTLINE_HOST): without it the paste runs clean.
+    if (spec.hosts.empty()) return made + one;
+    return made + "FAULTLINE_HOST=" + shell_word(spec.hosts.front()) + " " + one;
+  }
+  // Each rank's metrics file, set before env (which passes it on) so $r expands.
+  const std::string metrics =
+      command_ ? fmt::format("FAULTLINE_METRICS={}/metrics.rank$r.jsonl ", kPastedOutDir) : "";
   // The rendezvous port is torchrun's default unless the shell says otherwise: a person whose
   // 29500 is taken prefixes MASTER_PORT=... to the paste.
   if (static_cast<int>(spec.hosts.size()) >= spec.ranks) {
@@ -94,14 +109,14 @@ std::string TrainerContract::pasted_command(const TrialSpec& spec,
     for (int rank = 0; rank < spec.ranks; ++rank)
       labels.push_back(shell_word(spec.hosts[static_cast<size_t>(rank)]));
     return fmt::format(
-        "r=0; for h in {}; do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} FAULTLINE_HOST=$h "
-        "MASTER_ADDR=127.0.0.1 MASTER_PORT=${{MASTER_PORT:-29500}} {} & r=$((r+1)); done; wait",
-        fmt::join(labels, " "), spec.ranks, one);
+        "{}r=0; for h in {}; do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} FAULTLINE_HOST=$h "
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & r=$((r+1)); done; wait",
+        made, fmt::join(labels, " "), spec.ranks, metrics, one);
   }
   return fmt::format(
-      "for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT=${{MASTER_PORT:-29500}} {} & done; wait",
-      spec.ranks - 1, spec.ranks, one);
+      "{}for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & done; wait",
+      made, spec.ranks - 1, spec.ranks, metrics, one);
 }
 
 RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,

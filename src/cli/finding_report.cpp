@@ -49,9 +49,11 @@ std::string text_of(const json& value) {
   return value.dump();
 }
 
-// "blocks.0.mlp in forward", "in loss", or "-": the module and the phase of the step.
+// "blocks.0.mlp in forward", "in loss", or "-": the module and the phase of the step (a trainer
+// that names the loss as its place says it once, not "loss in loss").
 std::string where_text(const json& doc) {
-  if (!doc["where"].is_null()) return text_of(doc["where"]) + " in " + text_of(doc["phase"]);
+  if (!doc["where"].is_null() && doc["where"] != doc["phase"])
+    return text_of(doc["where"]) + " in " + text_of(doc["phase"]);
   if (!doc["phase"].is_null()) return "in " + text_of(doc["phase"]);
   return "-";
 }

@@ -134,7 +134,8 @@ std::string finding_verdict(const json& fields, FailureSpan span) {
       detectors::parse_failure_kind(fields.value("kind", "")) == detectors::FailureKind::LrAnomaly;
   if (!fields.value("where", json()).is_null() && !where_said) {
     text += " in " + text_of(fields["where"]);
-    if (!fields.value("phase", json()).is_null()) text += " (" + text_of(fields["phase"]) + ")";
+    if (!fields.value("phase", json()).is_null() && fields["phase"] != fields["where"])
+      text += " (" + text_of(fields["phase"]) + ")";
   }
   if (!rank.is_null() && !subject) text += " on rank " + text_of(rank);
   if (!fields.value("host", json()).is_null()) text += " of host " + text_of(fields["host"]);
@@ -153,8 +154,9 @@ std::string finding_verdict(const json& fields, FailureSpan span) {
     // A replay from a checkpoint runs only the steps after it.
     const int64_t from = scale.value("from_step", int64_t{0});
     const int64_t to = scale.value("steps", int64_t{0});
-    text += fmt::format("; it reproduces on {} rank{} in {} steps", text_of(scale["ranks"]),
-                        scale.value("ranks", 1) == 1 ? "" : "s", to - from);
+    text +=
+        fmt::format("; it reproduces on {} rank{} in {} step{}", text_of(scale["ranks"]),
+                    scale.value("ranks", 1) == 1 ? "" : "s", to - from, to - from == 1 ? "" : "s");
     if (from > 0) text += fmt::format(" from the checkpoint of step {}", from);
   }
   return text + ".";

@@ -306,6 +306,24 @@ TEST(ReportGather, AReplayFromACheckpointCountsOnlyTheStepsAfterIt) {
             "from the checkpoint of step 100.");
 }
 
+// A trainer that names the loss as the place of a non-finite loss: said once ("in loss (loss)"
+// before), and one step is "1 step".
+TEST(ReportGather, APlaceThatIsItsPhaseIsSaidOnceAndOneStepIsSingular) {
+  ScratchDir dir;
+  auto store = store::Store::open(dir.file("f.db"));
+  const int64_t failing = stored_run(store, {{"nonfinite", 47, 0, ""}}, 47);
+  const int64_t finding = stored_finding(
+      store, {{"kind", "nonfinite"},
+              {"step", 47},
+              {"where", "loss"},
+              {"phase", "loss"},
+              {"min_scale", {{"ranks", 1}, {"from_step", 46}, {"steps", 47}, {"data_fraction", 1}}},
+              {"evidence", {{"failing_run", failing}}}});
+  EXPECT_EQ(gather_finding(store, finding, {}).verdict,
+            "Training went non-finite (NaN/Inf) at step 47 in loss; it reproduces on 1 rank in 1 "
+            "step from the checkpoint of step 46.");
+}
+
 TEST(ReportGather, AnLrAnomalysHeadlineDoesNotSayTheLearningRateTwice) {
   ScratchDir dir;
   auto store = store::Store::open(dir.file("f.db"));

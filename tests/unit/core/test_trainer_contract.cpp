@@ -63,6 +63,32 @@ TEST(TrainerContract, ThePastedCommandGivesEachRankItsHostLabel) {
   EXPECT_EQ(seen, (std::set<std::string>{"0 node b", "1 c"})) << pasted;
 }
 
+// A command trainer's paste makes the folder FAULTLINE_OUT names and names each rank's metrics
+// file, as a trial has them: a script that writes there stopped at "Parent directory ... does not
+// exist", or recorded nothing.
+TEST(TrainerContract, APastedCommandTrainerRunHasItsOutFolderAndEachRanksMetricsFile) {
+  ScratchDir dir;
+  std::ofstream(dir.path() + "/report.sh") << "echo \"$RANK\" > \"$FAULTLINE_OUT/rank$RANK.txt\" "
+                                              "&& echo '{}' > \"$FAULTLINE_METRICS\"\n";
+  std::ofstream(dir.path() + "/recipe.toml")
+      << "[trainer]\ncommand = [\"/bin/sh\", \"report.sh\"]\n[train]\nsteps = 3\n";
+  TrialSpec spec;
+  spec.config_path = dir.path() + "/recipe.toml";
+  for (int ranks : {1, 2}) {
+    spec.ranks = ranks;
+    const std::string pasted = TrainerContract::of(spec.config_path).pasted_command(spec, "");
+    ASSERT_EQ(std::system(pasted.c_str()), 0) << pasted;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const std::string out = dir.path() + "/faultline-repro/";
+      EXPECT_TRUE(
+          std::filesystem::exists(out + "rank" + (ranks == 1 ? "" : std::to_string(rank)) + ".txt"))
+          << pasted;
+      EXPECT_TRUE(std::filesystem::exists(out + "metrics.rank" + std::to_string(rank) + ".jsonl"))
+          << pasted;
+    }
+  }
+}
+
 TEST(TrainerContract, ATrialsScaleAndTheKeysThatOnlyWatchARun) {
   const auto& trainer = TrainerContract::bundled();
   TrialSpec spec;
