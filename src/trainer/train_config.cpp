@@ -2,6 +2,8 @@
 // other (heads divide the width, fault keys that need their partner, ...).
 #include "trainer/train_config.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <utility>
@@ -150,7 +152,7 @@ void bind_probe(ConfigBinder& b, ProbeConfig& p) {
            "set both (a step and the samples of its batch to keep) or neither");
 }
 
-void bind_fault(ConfigBinder& b, FaultConfig& f) {
+void bind_fault(ConfigBinder& b, FaultConfig& f, int64_t steps) {
   b.bind("fault.nan_step", f.nan_step, {0, {}});
   b.bind("fault.nan_layer", f.nan_layer);
   b.bind("fault.poison_sample", f.poison_sample, {-1, {}});
@@ -189,6 +191,18 @@ void bind_fault(ConfigBinder& b, FaultConfig& f) {
         "fault.corrupt_grad_step");
   needs(f.corrupt_grad_step > 0, f.corrupt_grad_rank >= 0 || !f.corrupt_grad_host.empty(),
         "fault.corrupt_grad_step", "fault.corrupt_grad_rank (or fault.corrupt_grad_host)");
+  // A fault planted after the run's last step never fires: the run passes, and a fault-injection
+  // test that expected it to fail is green for nothing.
+  for (const auto& [key, step] :
+       {std::pair{"fault.nan_step", f.nan_step}, std::pair{"fault.lr_spike_step", f.lr_spike_step},
+        std::pair{"fault.crash_step", f.crash_step}, std::pair{"fault.hang_step", f.hang_step},
+        std::pair{"fault.corrupt_grad_step", f.corrupt_grad_step}})
+    if (step > steps)
+      b.fail(key,
+             fmt::format("step {} is after the run's last step {} (train.steps): the fault would "
+                         "never fire",
+                         step, steps),
+             fmt::format("give a step from 1 to {}, or train longer", steps));
   const std::string& s = f.crash_signal;
   bool is_code = !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), ::isdigit) &&
                  std::stoi(s) < 256;
@@ -245,7 +259,7 @@ TrainConfig bind_all(const ConfigSource& source, const std::vector<std::string>&
   bind_train(binder, config.train);
   bind_dist(binder, config.dist);
   bind_probe(binder, config.probe);
-  bind_fault(binder, config.fault);
+  bind_fault(binder, config.fault, config.train.steps);
   binder.finish();
   config.source = source.name();
   config.canonical = binder.canonical();

@@ -145,6 +145,22 @@ TEST(TrainConfig, GradAccumMustDivideTheBatch) {
   EXPECT_NO_THROW(parse("", {"train.batch_size=12", "train.grad_accum=3"}));
 }
 
+// A fault planted after the last step never fires: the run passes, and a fault-injection test
+// expecting a failure is green for nothing. Every such key is named at once.
+TEST(TrainConfig, AFaultStepAfterTheRunsLastStepIsRefused) {
+  std::vector<ErrorItem> errors = user_errors([] {
+    parse("", {"train.steps=20", "fault.nan_step=300", "fault.nan_layer=wte", "fault.crash_rank=0",
+               "fault.crash_step=21"});
+  });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].what,
+            "step 300 is after the run's last step 20 (train.steps): the fault would never fire");
+  EXPECT_EQ(errors[0].where, "fault.nan_step at --set fault.nan_step");
+  EXPECT_EQ(errors[0].hint, "give a step from 1 to 20, or train longer");
+  EXPECT_EQ(errors[1].where, "fault.crash_step at --set fault.crash_step");
+  EXPECT_NO_THROW(parse("", {"train.steps=20", "fault.crash_rank=0", "fault.crash_step=20"}));
+}
+
 TEST(TrainConfig, FaultKeysNeedTheirPartners) {
   struct Case {
     std::string assignment, key, partner, fix;
