@@ -98,7 +98,8 @@ struct SynthArgs {
 };
 
 void run_synth(const SynthArgs& args) {
-  data::validate_synth_options(args.options);
+  data::validate_synth_options(
+      args.options, {"--vocab", "--shards", "--tokens-per-shard", "--order", "--branching"});
   prepare_output_dir(args.out, args.force ? ExistingShards::Replace : ExistingShards::Refuse);
   // One shard at a time: each is independent, so memory stays at one shard however many.
   data::ShardHeader header;
@@ -190,22 +191,31 @@ void add_synth(CLI::App& data) {
   auto args = std::make_shared<SynthArgs>();
   auto* cmd = data.add_subcommand("synth", "write shards of a seeded synthetic n-gram language");
   cmd->add_option("--out", args->out, "output directory")->required();
-  cmd->add_option("--shards", args->options.shards, "number of shards")
-      ->check(between(1, 1000))
+  // Ranges are checked together after parsing (every bad option at once), as
+  // validate_synth_options states them; CLI11 only checks the type.
+  cmd->add_option("--shards", args->options.shards, "number of shards (1..1000)")
+      ->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--tokens-per-shard", args->options.tokens_per_shard, "tokens in each shard")
-      ->check(at_least(1))
+      ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--vocab", args->options.vocab_size, "vocabulary size")
-      ->check(between(2, 65536))
+  cmd->add_option("--vocab", args->options.vocab_size, "vocabulary size (2..65536)")
+      ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--order", args->options.order, "context length of the n-gram model")
-      ->check(between(0, 16))
+  cmd->add_option("--order", args->options.order, "context length of the n-gram model (0..16)")
+      ->check(at_least(0))
       ->capture_default_str();
-  cmd->add_option("--branching", args->options.branching, "next-token candidates per context")
-      ->check(between(1, 256))
+  cmd->add_option("--branching", args->options.branching,
+                  "next-token candidates per context (1..min(256, vocab))")
+      ->check(at_least(0))
       ->capture_default_str();
+  // A negative seed would wrap to a huge one without a word.
   cmd->add_option("--seed", args->options.seed, "seed of the language and its text")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            return text.rfind('-', 0) == 0 ? text + " is not an integer >= 0" : std::string();
+          },
+          "INT:>=0"))
       ->capture_default_str();
   cmd->add_flag("--force", args->force, "replace shards already in the output directory");
   cmd->callback([args] { run_synth(*args); });

@@ -20,9 +20,6 @@ constexpr uint64_t kEntropySalt = 0x656E74ULL;    // "ent"
 // token is reachable and no context is perfectly predictable.
 constexpr uint64_t kUniformThreshold = 85899346;  // round(0.02 * 2^32)
 constexpr uint64_t kOne = 1ULL << 32;
-constexpr uint32_t kMaxShards = 1000;  // names are synth-%03d; more would sort out of order
-constexpr uint32_t kMaxOrder = 16;
-constexpr uint32_t kMaxBranching = 256;
 // Contexts visited to estimate the entropy rate; enough for about 0.01 nat of noise.
 constexpr uint64_t kEntropyTokens = 1 << 16;
 
@@ -137,19 +134,21 @@ class Language {
 
 }  // namespace
 
-void validate_synth_options(const SynthOptions& o) {
+void validate_synth_options(const SynthOptions& o, const SynthOptionNames& names) {
   ErrorList errors;
   auto check = [&](bool ok, const std::string& name, uint64_t value, const std::string& valid) {
     if (!ok) errors.add(name + " " + std::to_string(value) + " is out of range", name, valid);
   };
-  check(o.vocab_size >= 2 && o.vocab_size <= 65536, "vocab_size", o.vocab_size,
+  check(o.vocab_size >= 2 && o.vocab_size <= 65536, names.vocab_size, o.vocab_size,
         "expected 2..65536 (token ids are stored as uint16)");
-  check(o.shards >= 1 && o.shards <= kMaxShards, "shards", o.shards,
-        "expected 1.." + std::to_string(kMaxShards) + "; use longer shards instead");
-  check(o.tokens_per_shard >= 1, "tokens_per_shard", o.tokens_per_shard, "expected at least 1");
-  check(o.order <= kMaxOrder, "order", o.order, "expected 0.." + std::to_string(kMaxOrder));
-  check(o.branching >= 1 && o.branching <= std::min(kMaxBranching, o.vocab_size), "branching",
-        o.branching, "expected 1..min(" + std::to_string(kMaxBranching) + ", vocab_size)");
+  check(o.shards >= 1 && o.shards <= kMaxSynthShards, names.shards, o.shards,
+        "expected 1.." + std::to_string(kMaxSynthShards) + "; use longer shards instead");
+  check(o.tokens_per_shard >= 1, names.tokens_per_shard, o.tokens_per_shard, "expected at least 1");
+  check(o.order <= kMaxSynthOrder, names.order, o.order,
+        "expected 0.." + std::to_string(kMaxSynthOrder));
+  check(o.branching >= 1 && o.branching <= std::min(kMaxSynthBranching, o.vocab_size),
+        names.branching, o.branching,
+        "expected 1..min(" + std::to_string(kMaxSynthBranching) + ", " + names.vocab_size + ")");
   errors.throw_if_any();
 }
 
@@ -157,9 +156,9 @@ Shard synth_shard(const SynthOptions& options, uint32_t index) {
   SynthOptions checked = options;
   checked.shards = 1;  // not consulted: a shard does not depend on how many others there are
   validate_synth_options(checked);
-  if (index >= kMaxShards)
+  if (index >= kMaxSynthShards)
     throw UserError("synthetic shard index " + std::to_string(index) + " is out of range", "shards",
-                    "expected 0.." + std::to_string(kMaxShards - 1));
+                    "expected 0.." + std::to_string(kMaxSynthShards - 1));
 
   Shard shard;
   shard.name = numbered_shard_name("synth", index);

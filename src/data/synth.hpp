@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "data/shard.hpp"
@@ -11,6 +12,9 @@ namespace faultline::data {
 
 constexpr char kSynthTokenizer[] = "synth-ngram";
 constexpr uint32_t kSynthTokenizerVersion = 1;
+constexpr uint32_t kMaxSynthShards = 1000;  // names are synth-%03d; more would sort out of order
+constexpr uint32_t kMaxSynthOrder = 16;
+constexpr uint32_t kMaxSynthBranching = 256;
 
 struct SynthOptions {
   uint64_t seed = 1;
@@ -28,8 +32,17 @@ std::vector<Shard> synth_corpus(const SynthOptions& options);
 // be made (or remade) without generating the others. `options.shards` is not consulted.
 Shard synth_shard(const SynthOptions& options, uint32_t index);
 
+// What the caller calls each option, for its errors: `data synth`'s flags, a recipe's keys.
+struct SynthOptionNames {
+  std::string vocab_size = "vocab_size";
+  std::string shards = "shards";
+  std::string tokens_per_shard = "tokens_per_shard";
+  std::string order = "order";
+  std::string branching = "branching";
+};
+
 // Throws UserError listing every option out of range (vocab_size, branching, order, ...).
-void validate_synth_options(const SynthOptions& options);
+void validate_synth_options(const SynthOptions& options, const SynthOptionNames& names = {});
 
 // Entropy (nats/token) of the generating process, estimated from the transition table: the loss
 // floor a perfect model reaches.

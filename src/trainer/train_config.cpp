@@ -12,6 +12,7 @@
 #include "common/enum_names.hpp"
 #include "common/hash.hpp"
 #include "common/text.hpp"
+#include "data/synth.hpp"
 
 namespace faultline::trainer {
 
@@ -78,10 +79,11 @@ void bind_data(ConfigBinder& b, DataConfig& d) {
   b.bind("data.fraction", d.fraction, {0.0, 1.0});
   if (!(d.fraction > 0)) b.fail("data.fraction", "data.fraction must be above 0", "use (0, 1]");
   b.bind("data.synth_seed", d.synth_seed);
-  b.bind("data.synth_shards", d.synth_shards, {1, 4096});
+  // The generator's own limits (data/synth.hpp), so a recipe is refused before any launch.
+  b.bind("data.synth_shards", d.synth_shards, {1, int64_t{data::kMaxSynthShards}});
   b.bind("data.synth_tokens_per_shard", d.synth_tokens_per_shard, {2, int64_t(1) << 32});
   b.bind("data.synth_order", d.synth_order, {1, 8});
-  b.bind("data.synth_branching", d.synth_branching, {1, 65536});
+  b.bind("data.synth_branching", d.synth_branching, {1, int64_t{data::kMaxSynthBranching}});
 }
 
 void bind_optim(ConfigBinder& b, OptimConfig& o) {
@@ -254,6 +256,19 @@ TrainConfig bind_all(const ConfigSource& source, const std::vector<std::string>&
   binder.accept_section("launcher");  // the harness's (harness/launch/launcher_config.hpp)
   bind_model(binder, config.model);
   bind_data(binder, config.data);
+  // Both checked again where the corpus is made; here a recipe is refused before any launch.
+  if (config.data.path.empty() && config.data.tokenizer != data::kSynthTokenizer)
+    binder.fail("data.tokenizer",
+                "data.path is empty, so the synthetic language is used, but data.tokenizer is '" +
+                    config.data.tokenizer + "'",
+                std::string("set data.tokenizer = \"") + data::kSynthTokenizer +
+                    "\" or point data.path at shards");
+  if (config.data.synth_branching > config.model.vocab_size)
+    binder.fail("data.synth_branching",
+                fmt::format("data.synth_branching {} is more than model.vocab_size {}: a "
+                            "context cannot have more candidates than there are tokens",
+                            config.data.synth_branching, config.model.vocab_size),
+                fmt::format("expected 1..min({}, model.vocab_size)", data::kMaxSynthBranching));
   bind_optim(binder, config.optim);
   bind_schedule(binder, config.schedule);
   bind_train(binder, config.train);

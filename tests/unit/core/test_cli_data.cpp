@@ -196,6 +196,25 @@ TEST_F(CliData, InspectCallsATokenIdBeyondTheVocabBadEvenWithAGoodChecksum) {
   EXPECT_EQ(doc["shards"][1]["max_token"], 999);
 }
 
+// Every option out of range at once, each by its flag (CLI11's checks stopped at the first); a
+// negative seed is refused, not wrapped to 2^64 - 1.
+TEST_F(CliData, SynthNamesEveryBadOptionAtOnce) {
+  Result result =
+      run(dir_, "data synth --out " + shell_quote(dir_.file("s")) +
+                    " --shards 0 --tokens-per-shard 0 --vocab 1 --order 20 --branching 0");
+  EXPECT_EQ(result.exit_code, 2);
+  for (const char* flag :
+       {"--vocab 1", "--shards 0", "--tokens-per-shard 0", "--order 20", "--branching 0"})
+    EXPECT_NE(result.err.find(std::string("faultline: error: ") + flag + " is out of range"),
+              std::string::npos)
+        << flag << "\n"
+        << result.err;
+  Result seed = run(dir_, "data synth --out " + shell_quote(dir_.file("s")) + " --seed=-1");
+  EXPECT_EQ(seed.exit_code, 2);
+  EXPECT_NE(seed.err.find("--seed: -1 is not an integer >= 0"), std::string::npos) << seed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("s")));
+}
+
 TEST_F(CliData, InspectOfAMissingPathIsAUserError) {
   std::string missing = dir_.file("nowhere");
   Result result = run(dir_, "data inspect " + shell_quote(missing));

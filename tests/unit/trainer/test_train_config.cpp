@@ -94,6 +94,25 @@ TEST(TrainConfig, RangeErrorsInEverySection) {
   }
 }
 
+// The synthetic language's own limits and its tokenizer, refused with the recipe (before any
+// launch; the trainer refused them as it started), each named by its key.
+TEST(TrainConfig, TheSyntheticLanguagesLimitsAreTheRecipesToo) {
+  std::vector<ErrorItem> errors = user_errors([] {
+    parse("", {"data.synth_shards=2000", "data.synth_branching=300", "data.tokenizer=byte"});
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].where, "data.synth_shards at --set data.synth_shards");
+  EXPECT_EQ(errors[0].hint, "expected an integer in [1, 1000]");
+  EXPECT_EQ(errors[1].where, "data.synth_branching at --set data.synth_branching");
+  EXPECT_EQ(errors[2].where, "data.tokenizer at --set data.tokenizer");
+  ErrorItem wider = user_error([] {
+    parse("", {"model.vocab_size=64", "data.synth_branching=100"});
+  });
+  EXPECT_EQ(wider.what,
+            "data.synth_branching 100 is more than model.vocab_size 64: a context "
+            "cannot have more candidates than there are tokens");
+}
+
 TEST(TrainConfig, ZeroDataFractionIsRefused) {
   ErrorItem error = user_error([] { parse("[data]\nfraction = 0.0\n"); });
   EXPECT_EQ(error.what, "data.fraction must be above 0");
@@ -277,6 +296,8 @@ std::vector<std::string> change_of(const std::string& key, const std::string& li
       {"probe.replay_ranks", {"probe.replay_ranks=all"}},
       {"probe.replay_step", {"probe.replay_step=3", "probe.replay_samples=1"}},
       {"data.path", {std::string("data.path=") + FAULTLINE_SOURCE_DIR}},  // must exist
+      // Another tokenizer needs shards of it (the synthetic language is synth-ngram's).
+      {"data.tokenizer", {"data.tokenizer=byte", std::string("data.path=") + FAULTLINE_SOURCE_DIR}},
       {"probe.replay_samples", {"probe.replay_samples=1", "probe.replay_step=3"}},
   };
   if (auto it = special.find(key); it != special.end()) return it->second;
