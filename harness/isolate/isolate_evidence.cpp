@@ -170,7 +170,10 @@ std::optional<Reproduction> replay_evidence(Context& context, const Evidence& ev
       why_not =
           fmt::format("run {} has no checkpoint before step {}", evidence.run_id, failure.step);
     // How the next such run costs one interval: a run writes checkpoints only when asked to.
-    if (trainer.can(contract::Capability::Checkpoints))
+    // One that wrote some, all too late, was asked: its first is said instead.
+    if (!evidence.checkpoints.empty())
+      why_not += fmt::format(" (its first is at step {})", evidence.checkpoints.front().step);
+    else if (trainer.can(contract::Capability::Checkpoints))
       why_not +=
           " (--set " + trainer.checkpoint_every_key() + "=N makes a run write one every N steps)";
     return std::nullopt;
