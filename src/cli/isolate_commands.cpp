@@ -151,6 +151,7 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   // A stored run's replays run where it ran: its store is read first. Without one, bad input
   // is reported before a store is created.
   std::optional<store::Store> opened;
+  runner_options(args.context);  // a bad --trainer or --detectors, before a store is made
   if (args.run > 0) opened.emplace(open_store(args.context));
   bool took_runs_launcher = false;
   const auto launcher_setup =

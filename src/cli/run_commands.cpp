@@ -65,7 +65,7 @@ ExitCode exit_for(const harness::Outcome& outcome) {
       return ExitCode::Failed;
     case harness::Verdict::InfraError:
       return outcome.infra_cause == harness::InfraCause::BadInput ? ExitCode::BadInput
-                                                                      : ExitCode::Infra;
+                                                                  : ExitCode::Infra;
   }
   return ExitCode::Infra;
 }
@@ -91,11 +91,10 @@ void print_outcome(const harness::Outcome& outcome, const harness::TrialSpec& sp
   print_failures(outcome.failures);
   print_malformed(outcome.malformed);
   if (!outcome.infra_detail.empty())
-    fmt::print("  {}: {}\n",
-               outcome.infra_cause == harness::InfraCause::BadInput
-                   ? "bad input"
-                   : "infrastructure error",
-               outcome.infra_detail);
+    fmt::print(
+        "  {}: {}\n",
+        outcome.infra_cause == harness::InfraCause::BadInput ? "bad input" : "infrastructure error",
+        outcome.infra_detail);
   if (outcome.interrupted)
     fmt::print("  interrupted: stored as interrupted; the {} steps it ran: {}\n", outcome.last_step,
                harness::to_string(outcome.verdict));
@@ -128,10 +127,10 @@ int run_train(const TrainArgs& args) {
   // Checked here too, as smoke checks its rungs: before the store is opened (or created).
   harness::contract::check_launchable(recipe, spec.ranks);
   auto launcher = make_launcher(args.context, config, args.overrides);
+  auto options = runner_options(args.context);  // a bad --trainer or --detectors: no store made
   auto store = open_store(args.context);
   ProgressLine out(progress_style(args.context.quiet), "train");
   TrialProgress progress(out, StepLines::EveryTenth);
-  auto options = runner_options(args.context);
   options.observer = &progress;
   harness::TrialRunner runner(store, *launcher, options);
   auto outcome = runner.run(spec);
@@ -166,8 +165,8 @@ int run_smoke(const SmokeArgs& args) {
   auto rungs = harness::resolve_ladder(ladder, static_cast<int>(recipe.ranks), recipe.steps);
   for (const auto& rung : rungs) harness::contract::check_launchable(recipe, rung.ranks);
   auto launcher = make_launcher(args.context, config, args.overrides);
+  auto options = runner_options(args.context);  // a bad --trainer or --detectors: no store made
   auto store = open_store(args.context);
-  auto options = runner_options(args.context);
   const std::string& reference = args.reference.empty() ? ladder.reference : args.reference;
   if (!reference.empty()) options.reference = load_reference(store, reference);
   ProgressLine out(progress_style(args.context.quiet), "smoke");

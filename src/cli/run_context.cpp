@@ -161,7 +161,13 @@ std::unique_ptr<harness::Launcher> make_launcher(const RunContextOptions& option
 }
 
 std::string resolve_db_path(const std::string& flag) {
-  return !flag.empty() ? flag : env_or("FAULTLINE_DB", "faultline.db");
+  const std::string path = !flag.empty() ? flag : env_or("FAULTLINE_DB", "faultline.db");
+  std::error_code error;
+  if (fs::is_directory(path, error))
+    throw UserError(
+        "the store path is a directory", path,
+        "give --db (or FAULTLINE_DB) a file, e.g. " + (fs::path(path) / "faultline.db").string());
+  return path;
 }
 
 store::Store open_existing_store(const std::string& flag) {
@@ -205,7 +211,13 @@ harness::RunnerOptions runner_options(const RunContextOptions& options) {
       fs::absolute(options.work_dir.empty() ? "faultline-runs" : options.work_dir).string();
   runner.supervise.step_timeout_s = options.step_timeout_s;
   runner.supervise.startup_s = options.startup_s;
-  if (!options.detectors.empty()) runner.thresholds = detectors::load_thresholds(options.detectors);
+  if (!options.detectors.empty()) {
+    if (!fs::is_regular_file(options.detectors))
+      throw UserError("no detector file " + options.detectors, "--detectors",
+                      "give a TOML file of thresholds (the defaults are "
+                      "share/faultline/recipes/detectors/default.toml)");
+    runner.thresholds = detectors::load_thresholds(options.detectors);
+  }
   runner.interrupted = interrupt_flag();
   // The ranks inherit faultline's environment; faultline itself never loads CUDA.
   if (options.cupti) setenv("CUDA_INJECTION64_PATH", resolve_cupti_library().c_str(), 1);

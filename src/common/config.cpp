@@ -337,12 +337,35 @@ void ConfigBinder::fail(const std::string& key, std::string what, std::string hi
 void ConfigBinder::finish() {
   std::set<std::string> known(known_.begin(), known_.end());
   ErrorList unknown;
+  std::set<std::string> arrays;
   for (const auto& [key, value] : source_.values()) {
     if (known.count(key)) continue;
     if (std::any_of(sections_.begin(), sections_.end(),
                     [&key = key](const std::string& section) { return starts_with(key, section); }))
       continue;
+    // An array where one value goes ([1, 2], or [[train]]) is flattened to key.0, key.1: said as
+    // what it is, not as an unknown key.
+    std::string single;
+    for (const auto& part : split(key, '.'))
+      if (part.empty() || !std::all_of(part.begin(), part.end(), ::isdigit))
+        single += (single.empty() ? "" : ".") + part;
+    if (single != key && known.count(single)) {
+      if (!arrays.insert(single).second) continue;  // once per key, not per element
+      unknown.add("'" + single + "' is written as an array", value.origin,
+                  "it takes one value: write " + single.substr(single.rfind('.') + 1) +
+                      " = <value> in its [" + single.substr(0, single.rfind('.')) + "] table");
+      continue;
+    }
     std::string hint = did_you_mean(key, known_);
+    // A key written outside its table (`steps = 5` above [train]): the key of that name.
+    if (hint.empty() && key.find('.') == std::string::npos) {
+      std::vector<std::string> in_tables;
+      for (const auto& name : known)
+        if (ends_with(name, "." + key)) in_tables.push_back(name);
+      if (in_tables.size() == 1)
+        hint = "did you mean '" + in_tables.front() + "' (" + key + " in its [" +
+               in_tables.front().substr(0, in_tables.front().rfind('.')) + "] table)?";
+    }
     if (auto option = option_named_by(key, options_); !option.empty())
       hint =
           hint.empty() ? "for that, use the option " + option : hint + " or the option " + option;

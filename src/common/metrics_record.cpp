@@ -2,12 +2,12 @@
 // script, so only the fields a record cannot do without are required.
 #include "common/metrics_record.hpp"
 
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/enum_names.hpp"
+#include "common/text.hpp"
 
 namespace faultline {
 
@@ -45,8 +45,8 @@ using nlohmann::json;
 
 // "nan", "inf", "-inf" as the protocol spells them; also any case, a "+" and "infinity", as
 // Python's str() and JavaScript write them: a NaN loss dropped as malformed would pass the run.
-std::optional<double> nonfinite_text(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+std::optional<double> nonfinite_text(const std::string& spelled) {
+  std::string text = lowercase(spelled);
   const bool negative = !text.empty() && text.front() == '-';
   if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.erase(0, 1);
   if (text == "nan") return std::numeric_limits<double>::quiet_NaN();

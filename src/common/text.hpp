@@ -24,6 +24,10 @@ inline bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
+inline bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
 std::string trim(std::string_view text);
 // ASCII letters made lower case ("NaN" → "nan"); other bytes as they are.
 std::string lowercase(std::string_view text);

@@ -279,3 +279,14 @@ TEST(Browse, BadInputNamesTheValueAndWhatWouldBeValid) {
   auto quiet = faultline_cli({"train", "-c", kMicro, "--set", "train.steps=3", "--quiet"}, dir);
   EXPECT_THAT(quiet.result.output, Not(HasSubstr("faultline train:")));
 }
+
+// A --db that names a folder (a run's output folder, say) is said to be one, with the file to
+// give instead; it read "cannot open the store for writing" even for a read-only command.
+TEST(Browse, AStorePathThatIsAFolderIsNamedAsOne) {
+  const std::string dir = make_temp_dir("browse-db-dir");
+  const auto result = run_process({{FAULTLINE_BIN, "runs", "--db", dir}});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("faultline: error: the store path is a directory (" + dir +
+                        "); give --db (or FAULTLINE_DB) a file, e.g. " + dir + "/faultline.db"));
+}

@@ -143,8 +143,11 @@ TEST(ExternalTrainer, AOneRankJobStoppedLongAfterItsLastStepIsAHangItsReplayRepe
   // No --step-timeout: the stored run's steps of a few ms make it the 10 s floor, not 60 s.
   EXPECT_THAT(cli.doc.at("detail").get<std::string>(),
               ::testing::ContainsRegex("no step record for 1[0-9] s"));
-  EXPECT_THAT(cli.doc.at("repro_command").get<std::string>(),
-              ::testing::StartsWith("env -C " + kExamples));  // one rank: no loop
+  // One rank: no loop; its folder made first, its metrics file named.
+  EXPECT_THAT(
+      cli.doc.at("repro_command").get<std::string>(),
+      ::testing::StartsWith("mkdir -p " + kExamples + "/faultline-repro && env -C " + kExamples +
+                            " FAULTLINE_METRICS=faultline-repro/metrics.rank0.jsonl "));
 }
 
 // A 2-rank job its time limit stops while it trains (at step 50 of 200): each rank's end event

@@ -137,7 +137,7 @@ TEST(Isolate, BadInputIsExitTwoWithTheReason) {
   auto failing = isolate({"optim.lr=10"}, {"--baseline-set", "optim.beta1=0.8"}, dir);
   EXPECT_EQ(failing.result.exit_code, 2);
   EXPECT_THAT(failing.result.output, HasSubstr("the baseline does not pass"));
-  auto run = isolate({}, {"--run", "999"}, dir);
+  auto run = faultline_cli({"isolate", "--run", "999"}, dir);
   EXPECT_EQ(run.result.exit_code, 2);
   EXPECT_THAT(run.result.output, HasSubstr("no run 999"));
 }

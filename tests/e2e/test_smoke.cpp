@@ -244,6 +244,11 @@ TEST(Train, BadRecipeIsABadInputExitBeforeAnythingRuns) {
               HasSubstr("faultline: error: --steps 41 is more than the recipe's 40 steps "
                         "(--steps); --steps runs a prefix of the recipe's run; to train longer, "
                         "--set train.steps=41"));
+  // A detector file that is not there is named by its option, before any store is made.
+  auto detectors = faultline_cli({"train", "-c", kMicro, "--detectors", dir + "/nosuch.toml"}, dir);
+  EXPECT_EQ(detectors.result.exit_code, 2);
+  EXPECT_THAT(detectors.result.output, HasSubstr("faultline: error: no detector file " + dir +
+                                                 "/nosuch.toml (--detectors)"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/faultline.db"));
 }
 

@@ -98,6 +98,33 @@ TEST(Config, UnknownKeySuggestsTheClosestKnownOne) {
   EXPECT_EQ(error.hint, "did you mean 'optim.lr'?");
 }
 
+// An array where one value goes is flattened to model.n_layer.0, .1: said once as what it is
+// ("unknown key 'model.n_layer.0'; did you mean 'model.n_layer'?" before), also for [[optim]].
+TEST(Config, AnArrayWhereOneValueGoesIsSaidOnceAsSuch) {
+  ConfigSource source =
+      ConfigSource::from_string("[model]\nn_layer = [1, 2]\n[[optim]]\nlr = 0.1\n", "arrays.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  std::vector<ErrorItem> errors = user_errors([&] { binder.finish(); });
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].what, "'model.n_layer' is written as an array");
+  EXPECT_EQ(errors[0].where, "arrays.toml:2");
+  EXPECT_EQ(errors[0].hint, "it takes one value: write n_layer = <value> in its [model] table");
+  EXPECT_EQ(errors[1].what, "'optim.lr' is written as an array");
+}
+
+// A key written above its table's header belongs to no table: the key of that name in one.
+TEST(Config, AKeyOutsideItsTableIsPointedToIt) {
+  ConfigSource source = ConfigSource::from_string("warmup = 5\n[optim]\nlr = 0.1\n", "top.toml");
+  Fields f;
+  ConfigBinder binder(source);
+  bind_all(binder, f);
+  ErrorItem error = user_error([&] { binder.finish(); });
+  EXPECT_EQ(error.what, "unknown key 'warmup'");
+  EXPECT_EQ(error.hint, "did you mean 'optim.warmup' (warmup in its [optim] table)?");
+}
+
 TEST(Config, TypeErrorsNameKeyOriginAndExpectation) {
   ConfigSource source =
       ConfigSource::from_string("[model]\nn_layer = \"two\"\ntied = 1\n", "t.toml");
