@@ -225,7 +225,14 @@ harness::RunnerOptions runner_options(const RunContextOptions& options) {
 }
 
 store::Store open_store(const RunContextOptions& options) {
-  auto store = store::Store::open(resolve_db_path(options.db));
+  const std::string path = resolve_db_path(options.db);
+  auto store = store::Store::open(path);
+  // Before runs are written into it: a damaged page is written around, so a gate passed into a
+  // corrupt file and failed only when a write touched the page, after the training. A scan of
+  // the file: up to 1 GiB (about 2 s), beyond which a command would wait too long for it.
+  std::error_code error;
+  if (const auto size = fs::file_size(path, error); !error && size <= (uintmax_t{1} << 30))
+    store.check_not_damaged();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::vector<int64_t> orphans;

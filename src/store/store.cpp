@@ -2,6 +2,8 @@
 // lifetime, transactions spanning several writes, and the test hooks.
 #include "store/store.hpp"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "common/enum_names.hpp"
@@ -117,6 +119,15 @@ Store& Store::operator=(Store&& other) noexcept {
 
 int Store::schema_version() const {
   return detail::read_user_version(db_, path_);
+}
+
+void Store::check_not_damaged() const {
+  detail::Statement check(db_, path_, "PRAGMA quick_check(1)");
+  std::string answer = check.step() ? check.text(0) : "no answer";
+  std::replace(answer.begin(), answer.end(), '\n', ' ');  // "*** in database main ***\nPage 4: ..."
+  if (answer != "ok")
+    throw UserError("the store file is corrupt (quick_check: " + answer + ")", path_,
+                    "restore it from a copy, or start a new one with --db");
 }
 
 void Store::in_transaction(const std::function<void()>& writes) {

@@ -284,6 +284,28 @@ TEST(Store, RefusesAnotherProgramsDatabase) {
   EXPECT_EQ(static_cast<int>(bytes[19]), 1);
 }
 
+// A damaged page is written around until something reads it: a gate passed into a corrupt file
+// and failed only when a write touched the page, after its training. quick_check finds it.
+TEST(Store, ADamagedPageIsFoundBeforeAnythingIsWritten) {
+  ScratchDir dir;
+  const std::string path = dir.file("f.db");
+  {
+    Store store = Store::open(path);
+    std::vector<StepRecord> steps(3000);
+    for (size_t i = 0; i < steps.size(); ++i) steps[i].step = static_cast<int64_t>(i) + 1;
+    store.add_steps(store.create_run(sample_run()), steps);
+    EXPECT_NO_THROW(store.check_not_damaged());
+  }
+  std::string bytes = faultline::testing::read_file(path);
+  ASSERT_GT(bytes.size(), 4u * 16384);
+  for (size_t i = 3 * 16384; i < 3 * 16384 + 8000; ++i) bytes[i] = static_cast<char>(0xde);
+  write_file(path, bytes);
+  Store store = Store::open(path);
+  ErrorItem error = user_error([&] { store.check_not_damaged(); });
+  EXPECT_EQ(error.what.rfind("the store file is corrupt (quick_check: ", 0), 0u) << error.what;
+  EXPECT_EQ(error.where, path);
+}
+
 TEST(Store, RefusesAMissingDirectoryNamingThePath) {
   ScratchDir dir;
   const std::string path = dir.file("no/such/dir/f.db");
