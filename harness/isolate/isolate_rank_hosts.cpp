@@ -58,32 +58,57 @@ std::string locate_rank_host(Context& context, const TrialSpec& spec, const Repl
   if (location.ranks.empty() || failing_hosts.size() != static_cast<size_t>(world) ||
       spares.empty())
     return "";
-  auto disagrees = [&](const std::vector<std::string>& labels) {
+  // Where the odd ranks of a replica check with `kept` ranks on their own hosts (the others on
+  // spares) are: an odd rank on a spare took its fault with it, whatever the kept hosts do.
+  enum class Odd { Nowhere, OnKeptHosts, OnSpares };
+  auto odd_where = [&](const std::vector<std::string>& labels, const std::vector<size_t>& kept) {
     Outcome replica = context.run(check.replica(labels));
     if (replica.verdict == Verdict::InfraError)
       throw_not_run(replica, "a replica check on other hosts");
-    return !odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
-                                    check.step(), kRankTolerance, what))
-                .empty();
+    const auto odd = odd_ranks(compare_ranks(context.store.fingerprints(replica.run_id), expected,
+                                             check.step(), kRankTolerance, what));
+    if (odd.empty()) return Odd::Nowhere;
+    for (int rank : odd)
+      if (std::find(kept.begin(), kept.end(), static_cast<size_t>(rank)) == kept.end())
+        return Odd::OnSpares;
+    return Odd::OnKeptHosts;
   };
+  const std::string follows_rank = "; it stays with the rank on spare hosts too: not a host fault";
   context.begin_phase("ranks: which hosts", static_cast<int64_t>(2 * world));
-  auto none_kept = hosts_keeping(failing_hosts, spares, {});
-  if (none_kept && disagrees(*none_kept)) {
+  // First the odd ranks alone onto spares (one spare per odd rank is enough): still odd there,
+  // the fault follows the rank. With one spare for two ranks, keeping the healthy rank's host
+  // and moving the odd one was read by the search below as "that host is needed" before.
+  std::vector<size_t> healthy;
+  for (int rank = 0; rank < world; ++rank)
+    if (!has_rank(location.ranks, rank)) healthy.push_back(static_cast<size_t>(rank));
+  if (auto moved = hosts_keeping(failing_hosts, spares, healthy);
+      moved && odd_where(*moved, healthy) == Odd::OnSpares) {
     location.host.clear();
-    return "; it stays with the rank on spare hosts too: not a host fault";
+    return follows_rank;
   }
+  bool took_its_fault = false;  // a rank on a spare was odd: the fault is the rank's
   bisect::Ddmin search(static_cast<size_t>(world));
   bisect::drive(search, 1, [&](const std::vector<bisect::Subset>& proposals) {
     std::vector<bisect::Observation> observed;
     for (const auto& subset : proposals) {
       std::vector<size_t> kept(subset.begin(), subset.end());
       auto labels = hosts_keeping(failing_hosts, spares, kept);
-      observed.push_back(!labels              ? bisect::Observation::Skip
-                         : disagrees(*labels) ? bisect::Observation::Bad
-                                              : bisect::Observation::Good);
+      if (!labels || took_its_fault) {
+        observed.push_back(bisect::Observation::Skip);
+        continue;
+      }
+      const Odd odd = odd_where(*labels, kept);
+      took_its_fault = took_its_fault || odd == Odd::OnSpares;
+      observed.push_back(odd == Odd::OnKeptHosts ? bisect::Observation::Bad
+                         : odd == Odd::Nowhere   ? bisect::Observation::Good
+                                                 : bisect::Observation::Skip);
     }
     return observed;
   });
+  if (took_its_fault) {
+    location.host.clear();
+    return follows_rank;
+  }
   std::vector<std::string> found;
   for (size_t rank : search.failing_subset()) found.push_back(failing_hosts[rank]);
   location.host = found.size() == 1 ? found[0] : "";

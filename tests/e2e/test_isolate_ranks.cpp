@@ -72,6 +72,21 @@ TEST(IsolateRanks, ABadRankAmongFourIsTheMinorityAndNotItsHost) {
   EXPECT_EQ(processes_mentioning(dir), 0);
 }
 
+// One spare for two ranks: the odd rank alone moves to it and stays odd, so the fault is the
+// rank's. The search kept the healthy rank's host, moved the odd rank, saw it still odd, and
+// named the healthy rank's host ("needs a"), which the same finding's table said agrees.
+TEST(IsolateRanks, WithOneSpareARanksOwnFaultIsNotBlamedOnAHealthyRanksHost) {
+  const std::string dir = make_temp_dir("hosts-one-spare");
+  auto cli = isolate(2, {"fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=6"}, dir,
+                     {"--hosts", "a,b,c"});
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("ranks"), nlohmann::json::array({1}));
+  EXPECT_TRUE(cli.doc.at("host").is_null()) << cli.doc.dump();
+  EXPECT_THAT(cli.doc.at("detail").get<std::string>(), HasSubstr("not a host fault"));
+  EXPECT_EQ(row_of(cli.doc, 0).at("verdict"), "agrees");
+  EXPECT_EQ(processes_mentioning(dir), 0);
+}
+
 TEST(IsolateRanks, ABadHostIsNamedByDdminOverTheHostsTakingPart) {
   const std::string dir = make_temp_dir("hosts4");
   auto cli = isolate(4, {"fault.corrupt_grad_host=n2", "fault.corrupt_grad_step=9"}, dir,
