@@ -225,7 +225,12 @@ IsolateResult Isolator::run(const IsolateRequest& request) {
   finding.rank = reproduction->failure.rank;
   if (finding.rank >= 0) {
     finding.ranks = {finding.rank};
-    const auto hosts = rank_hosts(store_, reproduction->outcome.run_id);
+    // Where the rank failed in the run searched: its replays may have been placed elsewhere (a
+    // Slurm job's on whichever nodes were free), and naming their node sent a bad-node hunt to
+    // a machine the rank never ran on.
+    auto hosts = evidence ? rank_hosts(store_, evidence->run_id) : std::vector<std::string>{};
+    if (static_cast<size_t>(finding.rank) >= hosts.size() || hosts[finding.rank].empty())
+      hosts = rank_hosts(store_, reproduction->outcome.run_id);
     if (static_cast<size_t>(finding.rank) < hosts.size()) finding.host = hosts[finding.rank];
   }
   finding.detail = reproduction->failure.detail;

@@ -66,7 +66,8 @@ class Trainer {
   TrainExit step(int64_t step);
   void write_fingerprint(int64_t step, Fingerprinted what, const torch::Tensor& tensor);
   void write_checkpoint(int64_t step);
-  void end(EndStatus status, int64_t step);
+  // The end event; `error`: the exception that ended training (its end event's "error").
+  void end(EndStatus status, int64_t step, const std::string& error = "");
 
   const TrainerOptions& options_;
   const TrainConfig& config_;
@@ -333,14 +334,17 @@ TrainExit Trainer::step(int64_t step) {
   return TrainExit::Ok;
 }
 
-void Trainer::end(EndStatus status, int64_t step) {
+void Trainer::end(EndStatus status, int64_t step, const std::string& error) {
   double tokens_per_s = timed_ms_ > 0 ? tokens_seen_ / (timed_ms_ / 1000.0) : 0;
-  metrics_->write("event", {{"name", kEndEvent},
-                            {"status", to_string(status)},
-                            {"step", step},
-                            {"tokens_per_s", tokens_per_s},
-                            {"first_loss", number(first_loss_)},
-                            {"last_loss", number(last_loss_)}});
+  nlohmann::json fields = {{"name", kEndEvent},
+                           {"status", to_string(status)},
+                           {"step", step},
+                           {"tokens_per_s", tokens_per_s},
+                           {"first_loss", number(first_loss_)},
+                           {"last_loss", number(last_loss_)}};
+  if (!error.empty()) fields["error"] = error;
+  metrics_->write("event", fields);
+  if (status == EndStatus::Error) return;  // main prints the error itself
   if (env_.rank == 0) {
     const std::string rate =
         tokens_per_s > 0 ? fmt::format("{:.0f} tokens/s on rank 0", tokens_per_s)
@@ -372,9 +376,18 @@ TrainExit Trainer::run() {
         static_cast<long long>(params_->numel()), env_.world_size, device_.str().c_str(),
         to_string(config_.train.precision), runtime_.blas_description().c_str(),
         runtime_.torch_threads, static_cast<long long>(first), static_cast<long long>(last));
-  for (int64_t s = first; s <= last; ++s) {
-    TrainExit exit = step(s);
-    if (exit != TrainExit::Ok) return exit;
+  int64_t s = first;
+  try {
+    for (; s <= last; ++s) {
+      TrainExit exit = step(s);
+      if (exit != TrainExit::Ok) return exit;
+    }
+  } catch (const std::exception& error) {
+    // Said in the end event as faultline_probe.py says it: a peer's death reads here as Gloo's
+    // "Connection reset by peer", and an imported job whose ranks wrote none looked like ranks
+    // waiting until they were stopped, a hang, where one rank had crashed.
+    end(EndStatus::Error, s - 1, error.what());
+    throw;
   }
   end(EndStatus::Ok, last);
   return TrainExit::Ok;

@@ -432,6 +432,36 @@ TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
   EXPECT_EQ(cli.doc.at("min_scale").at("from_step"), 200) << cli.doc.dump();
 }
 
+// A job's rank crashed on host "y": the finding names y, where it failed, not the machine its
+// replays ran on (on Slurm, whichever nodes were free; a bad-node hunt went to the wrong one).
+TEST(IsolateRun, AnImportedCrashNamesTheHostTheRankRanOnNotTheReplays) {
+  const std::string dir = make_temp_dir("isolate-import-host");
+  const std::string out = dir + "/cluster-job";
+  const int port = free_port();
+  std::vector<ProcessSpec> ranks;
+  for (int rank = 0; rank < 2; ++rank)
+    ranks.push_back(
+        {long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
+                            {"dist.ranks=2", "fault.crash_rank=1", "fault.crash_step=60"}),
+         {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", "2"},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"FAULTLINE_HOST", rank == 0 ? "x" : "y"}},
+         300});
+  run_processes(ranks);  // rank 1 dies at step 60, rank 0 in the allreduce after it
+  auto imported = faultline_cli({"import", out, "--ranks", "2", "--json"}, dir);
+  ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
+  auto cli = faultline_cli(
+      {"isolate", "--run", std::to_string(imported.doc.at("run_id").get<int64_t>()), "--json"}, dir,
+      300);
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_EQ(cli.doc.at("kind"), "crash");
+  EXPECT_EQ(cli.doc.at("rank"), 1);
+  EXPECT_EQ(cli.doc.at("host"), "y") << cli.doc.dump();
+}
+
 // A stored run replays its own recipe and keys: -c or a --set beside --run was dropped without a
 // word (the finding was not of the setup meant). Both are named at once; a launcher.* key, which
 // places the replays, is taken.
