@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
+#include "common/text.hpp"
 #include "harness/isolate/isolate.hpp"
 #include "harness/launch/subprocess.hpp"
 #include "harness/trial/trial_cache.hpp"
@@ -23,6 +24,20 @@ std::string digest_if_file(const std::string& path) {
   if (path.empty() || !fs::is_regular_file(path, error)) return "";
   std::ifstream in(path, std::ios::binary);
   return hex64(hash_text(std::string((std::istreambuf_iterator<char>(in)), {})));
+}
+
+// The files outside the repository a test command names by absolute path (a script beside it,
+// `--test /ci/check.sh`), with their digests: edited, the stored verdicts judged by the old one
+// are not this test's (a fixed script repeated the old answer, every verdict from the store).
+// A file in the repository is the commit's own, which the verdict's commit already names.
+nlohmann::json outside_files_of(const std::string& command, const std::string& repo_top) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& word : split(command, ' ')) {
+    const std::string path = trim(word);
+    if (path.empty() || path.front() != '/' || starts_with(path, repo_top + "/")) continue;
+    if (const std::string digest = digest_if_file(path); !digest.empty()) files[path] = digest;
+  }
+  return files;
 }
 
 }  // namespace
@@ -98,6 +113,9 @@ nlohmann::json CommitJudge::identity() const {
   if (options_.kind == JudgeKind::Test) {
     identity["test"] = options_.test;
     identity["test_timeout_s"] = options_.test_timeout_s;
+    // Only with such files: the identities of other tests, and their stored verdicts, stay.
+    if (auto files = outside_files_of(options_.test, repo_.top()); !files.empty())
+      identity["test_files"] = files;
     return identity;
   }
   identity["recipe"] = options_.recipe;

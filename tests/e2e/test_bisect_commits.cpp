@@ -2,6 +2,7 @@
 // regressions, skips, a seeded flaky test, a killed run that resumes, and bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -101,6 +102,29 @@ TEST(BisectCommits, LinearHistoryFindsThePlantedRegressionInLogSteps) {
   EXPECT_EQ(again.doc.at("culprit"), history.commit[13]);
   EXPECT_EQ(again.doc.at("executed"), 0);
   EXPECT_EQ(again.doc.at("reused"), executions + 2);
+}
+
+// A test script outside the repository, named by its path, then fixed: the stored verdicts of
+// the old script are not the new one's (a re-run repeated the wrong answer, every verdict from
+// the store). Unchanged, it reuses them as any test does.
+TEST(BisectCommits, AnEditedTestScriptOutsideTheRepoIsJudgedAfresh) {
+  GitFixture repo(make_temp_dir("bc-script"));
+  const auto history = linear(repo, 8, [](int k) { return regression_from(k, 6); });
+  const std::string dir = make_temp_dir("bc-script-run");
+  const std::string script = dir + "/check.sh";
+  // Wrong: fails from c3 on, whatever the commit holds.
+  std::ofstream(script) << "#!/bin/sh\ntest \"$(cat n)\" -lt 3\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  auto wrong = bisect(repo, history.root, "HEAD", {"--test", script}, dir);
+  ASSERT_EQ(wrong.result.exit_code, 0) << wrong.result.output;
+  EXPECT_EQ(wrong.doc.at("culprit"), history.commit[3]);
+  std::ofstream(script) << "#!/bin/sh\ntest ! -e regression\n";  // fixed
+  auto fixed = bisect(repo, history.root, "HEAD", {"--test", script}, dir);
+  ASSERT_EQ(fixed.result.exit_code, 0) << fixed.result.output;
+  EXPECT_EQ(fixed.doc.at("culprit"), history.commit[6]);
+  EXPECT_GT(fixed.doc.at("executed").get<int>(), 0);
+  auto again = bisect(repo, history.root, "HEAD", {"--test", script}, dir);
+  EXPECT_EQ(again.doc.at("executed"), 0);
 }
 
 TEST(BisectCommits, ARangeWhoseEndsContradictTheirLabelsIsRefusedBeforeTheSearch) {
