@@ -176,6 +176,9 @@ int run_repro(const ReproArgs& args) {
   const json fields = json::parse(finding.fields_json);
   // The repro runs where the failing run ran (a Slurm job's GPUs), with its launcher keys.
   const json failing_run = fields.value("evidence", json()).value("failing_run", json());
+  if (failing_run.is_number_integer())
+    take_trainer_of_run(store, failing_run.get<int64_t>(), context, "repro",
+                        "F" + std::to_string(finding.id));
   bool took_runs_launcher = false;
   const auto launcher_setup =
       failing_run.is_number_integer()

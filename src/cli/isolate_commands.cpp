@@ -176,6 +176,7 @@ int run_isolate(const IsolateArgs& args, harness::IsolateScope scope, const std:
   if (!opened) opened.emplace(open_store(args.context));
   auto& store = *opened;
   RunContextOptions context = args.context;
+  if (args.run > 0) take_trainer_of_run(store, args.run, context, command, "--run");
   if (args.run > 0 && !args.step_timeout_given)
     if (auto timeout = step_timeout_of_run(store, args.run)) context.step_timeout_s = *timeout;
   auto options = runner_options(context);

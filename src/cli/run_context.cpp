@@ -195,13 +195,34 @@ std::string resolve_trainer(const std::string& flag) {
     if (access(chosen.c_str(), X_OK) != 0)
       throw UserError("trainer is not an executable file", chosen,
                       "check --trainer or FAULTLINE_TRAIN");
-    return fs::absolute(chosen).string();
+    return fs::absolute(chosen).lexically_normal().string();
   }
   for (const auto& candidate :
        {executable_dir() / "faultline-train", executable_dir() / "../trainer/faultline-train"})
     if (access(candidate.c_str(), X_OK) == 0) return fs::weakly_canonical(candidate).string();
   throw UserError("cannot find faultline-train", executable_dir().string(),
                   "pass --trainer PATH or set FAULTLINE_TRAIN");
+}
+
+void take_trainer_of_run(const store::Store& store, int64_t run_id, RunContextOptions& options,
+                         const std::string& command, const std::string& where) {
+  if (!options.trainer.empty() || !env_or("FAULTLINE_TRAIN", "").empty()) return;
+  const auto run = store.get_run(run_id);
+  if (!run) return;
+  const auto argv = nlohmann::json::parse(run->argv_json, nullptr, false);
+  if (!argv.is_array() || argv.size() < 3 || argv[1] != "-c" || !argv[0].is_string()) return;
+  const std::string ran = argv[0].get<std::string>();
+  if (ran == resolve_trainer("")) return;
+  if (access(ran.c_str(), X_OK) != 0)
+    throw UserError(
+        "run " + std::to_string(run_id) + " ran the trainer " + ran + ", which is no longer there",
+        where, "give --trainer PATH to replay it with another build");
+  options.trainer = ran;
+  if (!options.quiet)
+    fmt::print(stderr,
+               "faultline {}: run {} ran the trainer {}: its replays do too (--trainer "
+               "PATH runs another)\n",
+               command, run_id, ran);
 }
 
 harness::RunnerOptions runner_options(const RunContextOptions& options) {

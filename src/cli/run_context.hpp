@@ -77,6 +77,13 @@ bool option_given(const CLI::App& command, const std::string& option);
 // nullopt: the run has no step times.
 std::optional<double> step_timeout_of_run(const store::Store& store, int64_t run_id);
 
+// The bundled-contract trainer executable stored run `run_id` ran (its argv's first word, a
+// `faultline-train -c ...` command line), when neither --trainer nor FAULTLINE_TRAIN chooses one:
+// its replays run it too (a build of another commit, a wrapper), with a line on stderr saying
+// so. UserError when it is gone. Leaves `options.trainer` as it was for a command trainer's run.
+void take_trainer_of_run(const store::Store& store, int64_t run_id, RunContextOptions& options,
+                         const std::string& command, const std::string& where);
+
 // -c of a run command: a recipe file, or the name of an installed one ("tiny"); absolute.
 std::string resolve_train_recipe(const std::string& given, const std::string& option = "-c");
 

@@ -462,6 +462,42 @@ TEST(IsolateRun, AnImportedCrashNamesTheHostTheRankRanOnNotTheReplays) {
   EXPECT_EQ(cli.doc.at("host"), "y") << cli.doc.dump();
 }
 
+// A run made with another trainer build (a commit's worktree build, a wrapper) replays with it
+// when no --trainer is given: with the installed one its failure "did not reproduce". Gone, it
+// is named, and repro of its finding says so too.
+TEST(IsolateRun, ARunsOwnTrainerBuildRunsItsReplays) {
+  const std::string dir = make_temp_dir("isolate-run-trainer");
+  const std::string build = dir + "/other-build";
+  std::filesystem::copy_file(FAULTLINE_TRAIN_BIN, build);
+  std::filesystem::permissions(build, std::filesystem::perms::owner_all);
+  const std::vector<std::string> common = {
+      "--db",        dir + "/faultline.db",
+      "--work-dir",  dir + "/runs",
+      "--detectors", FAULTLINE_SOURCE_DIR "/tests/e2e/recipes/no_timing_detectors.toml"};
+  std::vector<std::string> trained =
+      with_sets({FAULTLINE_BIN, "train", "-c", kMicro, "--json", "--trainer", build},
+                {"fault.nan_step=20", "fault.nan_layer=wte", "train.checkpoint_every=10"});
+  trained.insert(trained.end(), common.begin(), common.end());
+  auto train = cli_of(run_process({trained, {}, 300}));
+  ASSERT_EQ(train.result.exit_code, 1) << train.result.output;
+  // No --trainer: as a user types it.
+  std::vector<std::string> isolate = {FAULTLINE_BIN, "isolate", "--run", "1", "--json"};
+  isolate.insert(isolate.end(), common.begin(), common.end());
+  auto cli = cli_of(run_process({isolate, {}, 300}));
+  ASSERT_EQ(cli.result.exit_code, 0) << cli.result.output;
+  EXPECT_THAT(cli.result.output, HasSubstr("run 1 ran the trainer " + build + ": its replays do"));
+  EXPECT_EQ(cli.doc.at("step"), 20);
+  std::filesystem::remove(build);
+  std::string finding = "F";  // appended, not `"F" + ...`: GCC 12 warns (-Wrestrict) on that
+  finding += std::to_string(cli.doc.at("finding_id").get<int64_t>());
+  std::vector<std::string> repro = {FAULTLINE_BIN, "repro", finding};
+  repro.insert(repro.end(), common.begin(), common.end());
+  auto gone = run_process({repro, {}, 300});
+  EXPECT_EQ(gone.exit_code, 2) << gone.output;
+  EXPECT_THAT(gone.output,
+              HasSubstr("run 1 ran the trainer " + build + ", which is no longer there"));
+}
+
 // A stored run replays its own recipe and keys: -c or a --set beside --run was dropped without a
 // word (the finding was not of the setup meant). Both are named at once; a launcher.* key, which
 // places the replays, is taken.
