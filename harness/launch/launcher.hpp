@@ -98,6 +98,12 @@ class Launcher {
   // Another launcher like this one, for a trial run in another thread; nullptr: trials with
   // this launcher run one at a time.
   virtual std::unique_ptr<Launcher> clone() const { return nullptr; }
+  // Where its trials run, as part of a trial's identity ("" for this machine): a trial placed on
+  // other nodes is another trial, not one to reuse from the store.
+  virtual std::string placement() const { return ""; }
+  // The --set launcher.* keys it was made with, stored with each run so a replay of it is
+  // placed as it was.
+  virtual std::vector<std::string> sets() const { return {}; }
 };
 
 // The infrastructure could not run the trial (no executable, no port, fork failed): kept apart

@@ -7,6 +7,7 @@
 
 #include "common/config.hpp"
 #include "common/enum_names.hpp"
+#include "common/text.hpp"
 #include "harness/launch/local_launcher.hpp"
 #include "harness/launch/slurm_launcher.hpp"
 
@@ -57,6 +58,8 @@ LauncherConfig load_launcher_config(const std::string& recipe_path,
   if (!kind_flag.empty()) config.kind = *parse_launcher_kind(kind_flag);
   std::istringstream words(srun_args);
   for (std::string word; words >> word;) slurm.srun_args.push_back(word);
+  for (const auto& assignment : overrides)
+    if (starts_with(trim(assignment), "launcher.")) slurm.sets.push_back(trim(assignment));
   return config;
 }
 

@@ -23,6 +23,7 @@ struct SlurmOptions {
   std::string partition, account;
   std::string nodelist, exclude;       // --nodelist / --exclude
   std::vector<std::string> srun_args;  // extra srun arguments, e.g. ["--mem=0"]
+  std::vector<std::string> sets;       // the --set launcher.* keys among these
 };
 
 struct LauncherConfig {

@@ -384,6 +384,16 @@ std::unique_ptr<RunningTrial> SlurmLauncher::launch(const std::vector<RankLaunch
   return std::make_unique<SlurmTrial>(options_, ranks);
 }
 
+std::string SlurmLauncher::placement() const {
+  // What decides the nodes a trial gets; the time limit does not.
+  std::string text = "slurm nodes=" + std::to_string(options_.nodes) +
+                     " tasks_per_node=" + std::to_string(options_.tasks_per_node) +
+                     " partition=" + options_.partition + " account=" + options_.account +
+                     " nodelist=" + options_.nodelist + " exclude=" + options_.exclude;
+  for (const auto& arg : options_.srun_args) text += " " + arg;
+  return text;
+}
+
 int SlurmLauncher::nodes_for(int ranks) const {
   return node_count(options_, ranks);
 }

@@ -17,6 +17,8 @@ class SlurmLauncher : public Launcher {
   std::unique_ptr<Launcher> clone() const override {
     return std::make_unique<SlurmLauncher>(options_);
   }
+  std::string placement() const override;
+  std::vector<std::string> sets() const override { return options_.sets; }
 
  private:
   SlurmOptions options_;

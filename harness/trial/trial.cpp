@@ -111,6 +111,7 @@ Outcome TrialRunner::run(const TrialSpec& spec,
   info.steps = stop_after > 0 ? std::min(stop_after, config.steps) : config.steps;
   info.data_fraction = config.data_fraction;
   info.launcher = launcher_.name();
+  info.launcher_sets_json = nlohmann::json(launcher_.sets()).dump();
   info.parent = spec.parent;
   info.owner_pid = getpid();
   char host[256] = {};

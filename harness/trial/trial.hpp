@@ -29,7 +29,7 @@ struct TrialSpec {
   // The step whose state `resume` holds, when known (0: unknown): a rank whose first step
   // record is at or before it did not resume, whatever it said. Not part of a trial's identity.
   int64_t resume_step = 0;
-  std::string parent;        // stored with the run, e.g. "smoke"
+  std::string parent;  // stored with the run, e.g. "smoke"
   // The host label of each rank (FAULTLINE_HOST), by rank; empty or short: the machine's own
   // name for the ranks not listed. On one machine labels stand for hosts (docs/ranks.md).
   std::vector<std::string> hosts;

@@ -177,8 +177,16 @@ std::optional<Outcome> TrialCache::stored(const std::string& hash) const {
   return outcome;
 }
 
+nlohmann::json TrialCache::identity_of(const TrialSpec& spec) const {
+  nlohmann::json identity = trial_identity(spec, trainer_, judge_, reference_);
+  // Absent on this machine: local trials keep the identities stored before placements counted.
+  if (const std::string placement = runner_.launcher().placement(); !placement.empty())
+    identity["placement"] = placement;
+  return identity;
+}
+
 CachedOutcome TrialCache::run(const TrialSpec& spec, CacheUse use) {
-  const nlohmann::json identity = trial_identity(spec, trainer_, judge_, reference_);
+  const nlohmann::json identity = identity_of(spec);
   const std::string hash = trial_hash(identity);
   if (use == CacheUse::Reuse) {
     if (auto outcome = stored(hash)) {
@@ -201,9 +209,8 @@ std::vector<CachedOutcome> TrialCache::run_all(const std::vector<TrialSpec>& spe
   std::vector<CachedOutcome> results(specs.size());
   std::vector<size_t> to_run;
   for (size_t i = 0; i < specs.size(); ++i) {
-    auto outcome = use == CacheUse::Reuse
-                       ? stored(trial_hash(trial_identity(specs[i], trainer_, judge_, reference_)))
-                       : std::nullopt;
+    auto outcome =
+        use == CacheUse::Reuse ? stored(trial_hash(identity_of(specs[i]))) : std::nullopt;
     if (outcome) {
       ++trials_reused_;
       results[i] = {*outcome, true};

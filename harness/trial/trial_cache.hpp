@@ -65,6 +65,9 @@ class TrialCache {
 
  private:
   std::optional<Outcome> stored(const std::string& hash) const;
+  // trial_identity with where the runner's launcher places trials (a Slurm trial on other nodes
+  // was reused from the store: --hosts, launcher.nodelist had no effect on a repeated search).
+  nlohmann::json identity_of(const TrialSpec& spec) const;
   store::Store& store_;
   TrialRunner& runner_;
   std::string trainer_;

@@ -126,8 +126,12 @@ harness::LauncherConfig launcher_config_of_run(const RunContextOptions& options,
   const auto run = store.get_run(run_id);
   if (!run) return launcher_config(options, "", overrides);  // the isolate says it is unknown
   std::vector<std::string> sets;
+  // The keys it was placed with; a run stored before they were kept has them in its argv when
+  // the trainer was faultline-train.
+  const auto stored = nlohmann::json::parse(run->launcher_sets_json, nullptr, false);
+  if (stored.is_array() && !stored.empty()) sets = stored.get<std::vector<std::string>>();
   const auto argv = nlohmann::json::parse(run->argv_json, nullptr, false);
-  if (argv.is_array())
+  if (sets.empty() && argv.is_array())
     for (const auto& assignment : set_assignments(argv.get<std::vector<std::string>>()))
       if (starts_with(assignment, "launcher.")) sets.push_back(assignment);
   sets.insert(sets.end(), overrides.begin(), overrides.end());

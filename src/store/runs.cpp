@@ -27,7 +27,7 @@ void set_run_column(sqlite3* db, const std::string& path, int64_t id, const char
 constexpr const char* kRunColumns =
     "id, config_path, config, config_hash, ranks, steps, data_fraction, argv, launcher, "
     "started_at, ended_at, status, exit_code, signal, verdict, parent, owner_pid, owner_host, "
-    "out_dir, infra_detail";
+    "out_dir, infra_detail, launcher_sets";
 
 RunInfo read_run(const Statement& row) {
   RunInfo run;
@@ -51,6 +51,7 @@ RunInfo read_run(const Statement& row) {
   run.owner_host = row.text(17);
   run.out_dir = row.text(18);
   run.infra_detail = row.text(19);
+  run.launcher_sets_json = row.text(20);
   return run;
 }
 
@@ -92,7 +93,8 @@ int64_t Store::create_run(const RunInfo& run) {
   Statement insert(db_, path_,
                    "INSERT INTO runs (config_path, config, config_hash, ranks, steps, "
                    "data_fraction, argv, launcher, started_at, status, parent, owner_pid, "
-                   "owner_host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)");
+                   "owner_host, launcher_sets) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, "
+                   "?, ?)");
   insert.bind(1, run.config_path);
   insert.bind(2, run.config);
   insert.bind(3, run.config_hash);
@@ -105,6 +107,7 @@ int64_t Store::create_run(const RunInfo& run) {
   insert.bind(10, run.parent);
   insert.bind(11, run.owner_pid);
   insert.bind(12, run.owner_host);
+  insert.bind(13, run.launcher_sets_json.empty() ? std::string("[]") : run.launcher_sets_json);
   insert.run();
   const int64_t id = sqlite3_last_insert_rowid(db_);
   transaction.commit();

@@ -239,6 +239,12 @@ const char* const kVersion10 = R"sql(
 ALTER TABLE runs ADD COLUMN infra_detail TEXT NOT NULL DEFAULT '';
 )sql";
 
+// The --set launcher.* keys a run was placed with (JSON array): a command trainer's argv does not
+// carry them, and a replay of a Slurm run lost its nodes and exclusions.
+const char* const kVersion11 = R"sql(
+ALTER TABLE runs ADD COLUMN launcher_sets TEXT NOT NULL DEFAULT '[]';
+)sql";
+
 int read_int_pragma(sqlite3* db, const std::string& path, const char* pragma) {
   Statement statement(db, path, std::string("PRAGMA ") + pragma);
   return statement.step() ? static_cast<int>(statement.int64(0)) : 0;
@@ -269,9 +275,9 @@ int check_file(sqlite3* db, const std::string& path, int known) {
 }
 
 const std::vector<std::string>& builtin_migrations() {
-  static const std::vector<std::string> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                                 kVersion5, kVersion6, kVersion7, kVersion8,
-                                                 kVersion9, kVersion10};
+  static const std::vector<std::string> steps = {kVersion1, kVersion2,  kVersion3, kVersion4,
+                                                 kVersion5, kVersion6,  kVersion7, kVersion8,
+                                                 kVersion9, kVersion10, kVersion11};
   return steps;
 }
 

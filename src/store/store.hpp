@@ -16,7 +16,7 @@ struct sqlite3;
 
 namespace faultline::store {
 
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 
 enum class RunStatus { Running, Finished, Interrupted };
 
@@ -48,8 +48,9 @@ struct RunInfo {
   std::string argv_json;  // JSON array of the rank-0 argv
   std::string out_dir;    // the run's directory as the harness made it; "" when not known
   std::string launcher = "local";
-  std::string started_at;  // ISO-8601 UTC; create_run fills in now when empty
-  std::string ended_at;    // finish_run fills in now when empty; "" while running
+  std::string launcher_sets_json = "[]";  // the --set launcher.* keys it was placed with
+  std::string started_at;                 // ISO-8601 UTC; create_run fills in now when empty
+  std::string ended_at;                   // finish_run fills in now when empty; "" while running
   RunStatus status = RunStatus::Running;
   std::optional<int> exit_code;       // of the first rank that failed, or 0
   std::optional<std::string> signal;  // "SIGSEGV", ...

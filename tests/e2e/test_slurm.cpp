@@ -252,6 +252,30 @@ TEST(Slurm, IsolateRunOfARunThatRanOnSlurmReplaysItThere) {
   EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
 }
 
+// A command trainer's argv does not carry the --set launcher.* keys: they are stored with the
+// run, and its replays are placed as it was (they went to any free node, an excluded one too,
+// and the finding named it).
+TEST(Slurm, IsolateRunOfAScriptsRunKeepsTheLauncherKeysItWasPlacedWith) {
+  REQUIRE_SLURM();
+  const std::string dir = make_temp_dir("slurm-isolate-run-keys");
+  const std::string helper = FAULTLINE_SOURCE_DIR "/examples/pytorch/train.toml";
+  auto failing = on_slurm({"train", "-c", helper},
+                          {"train.steps=8", "faultline.checkpoint_every=2", "fault.nan_step=5",
+                           "fault.nan_layer=blocks.0.mlp", "launcher.exclude=n1,n2"},
+                          dir);
+  ASSERT_EQ(failing.result.exit_code, 1) << failing.result.output;
+  auto isolate = faultline_cli({"isolate", "--run", "1", "--json"}, dir, 400);
+  ASSERT_EQ(isolate.result.exit_code, 0) << isolate.result.output;
+  EXPECT_EQ(isolate.doc.at("step"), 5) << isolate.doc.dump();
+  // Its first replay ran where the excluded nodes were not (sbatch --exclude; Slurm's first
+  // free node is n1).
+  const std::string replay = read_text(dir + "/runs/run-2/metrics.rank0.jsonl");
+  EXPECT_THAT(replay, ::testing::AnyOf(HasSubstr("\"host\":\"n3\""), HasSubstr("\"host\":\"n4\"")));
+  EXPECT_NE(isolate.doc.at("host"), "n1");
+  EXPECT_NE(isolate.doc.at("host"), "n2");
+  EXPECT_EQ(slurm_jobs_mentioning(dir), 0);
+}
+
 TEST(Slurm, InsideAnAllocationEachTrialIsAStepOfIt) {
   REQUIRE_SLURM();
   const std::string dir = make_temp_dir("slurm-salloc");

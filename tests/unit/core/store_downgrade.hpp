@@ -32,6 +32,7 @@ inline void downgrade_store(const std::string& path, int version) {
       "CREATE INDEX metrics_by_run_rank_step ON metrics(run_id, rank, step);",
       "DROP TABLE gpu_intervals;",
       "ALTER TABLE runs DROP COLUMN infra_detail;",
+      "ALTER TABLE runs DROP COLUMN launcher_sets;",
   };
   // A new migration step needs its undo here, or the tests of older files test nothing new.
   if (undo.size() + 1 != static_cast<size_t>(store::kSchemaVersion))

@@ -258,6 +258,18 @@ TEST(Store, AVersion5FilesStepsAreMigratedAsNotSkippedWithoutAScale) {
   EXPECT_FALSE(steps[0].loss_scale.has_value());
 }
 
+// The --set launcher.* keys a run was placed with come back with it (a replay is placed so).
+TEST(Store, ARunKeepsTheLauncherKeysItWasPlacedWith) {
+  ScratchDir dir;
+  Store store = Store::open(dir.file("f.db"));
+  RunInfo placed = sample_run();
+  placed.launcher = "slurm";
+  placed.launcher_sets_json = R"(["launcher.nodes=2","launcher.exclude=n1"])";
+  const int64_t id = store.create_run(placed);
+  EXPECT_EQ(store.get_run(id)->launcher_sets_json, placed.launcher_sets_json);
+  EXPECT_EQ(store.get_run(store.create_run(sample_run()))->launcher_sets_json, "[]");
+}
+
 TEST(Store, RefusesAFileThatIsNotADatabase) {
   ScratchDir dir;
   const std::string path = dir.file("notes.txt");
