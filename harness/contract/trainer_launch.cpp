@@ -101,6 +101,12 @@ std::string TrainerContract::pasted_command(const TrialSpec& spec,
   // Each rank's metrics file, set before env (which passes it on) so $r expands.
   const std::string metrics =
       command_ ? fmt::format("FAULTLINE_METRICS={}/metrics.rank$r.jsonl ", kPastedOutDir) : "";
+  // The ranks in a subshell that exits with the first failing rank's status (a bare `wait` is
+  // 0 whatever they did, so a reproduced crash read as none) and ends them all on Ctrl-C
+  // (background ranks of a non-interactive shell ignore SIGINT: a pasted hang could not be
+  // stopped).
+  const std::string reap = "s=0; for p in $pids; do wait $p || s=$?; done; exit $s)";
+  made += "(trap 'kill 0' INT TERM; pids=; ";
   // The rendezvous port is torchrun's default unless the shell says otherwise: a person whose
   // 29500 is taken prefixes MASTER_PORT=... to the paste.
   if (static_cast<int>(spec.hosts.size()) >= spec.ranks) {
@@ -110,13 +116,14 @@ std::string TrainerContract::pasted_command(const TrialSpec& spec,
       labels.push_back(shell_word(spec.hosts[static_cast<size_t>(rank)]));
     return fmt::format(
         "{}r=0; for h in {}; do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} FAULTLINE_HOST=$h "
-        "MASTER_ADDR=127.0.0.1 MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & r=$((r+1)); done; wait",
-        made, fmt::join(labels, " "), spec.ranks, metrics, one);
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & pids=\"$pids $!\"; "
+        "r=$((r+1)); done; {}",
+        made, fmt::join(labels, " "), spec.ranks, metrics, one, reap);
   }
   return fmt::format(
       "{}for r in $(seq 0 {}); do RANK=$r LOCAL_RANK=$r WORLD_SIZE={} MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & done; wait",
-      made, spec.ranks - 1, spec.ranks, metrics, one);
+      "MASTER_PORT=${{MASTER_PORT:-29500}} {}{} & pids=\"$pids $!\"; done; {}",
+      made, spec.ranks - 1, spec.ranks, metrics, one, reap);
 }
 
 RankCommand TrainerContract::rank_command(const TrialSpec& spec, const std::string& trainer,

@@ -1,6 +1,7 @@
 // Tests for harness/trainer_contract.cpp: the bundled trainer's keys for each request, and
 // checkpoints known from a stored run's events (not from file names), missing files left out.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -87,6 +88,22 @@ TEST(TrainerContract, APastedCommandTrainerRunHasItsOutFolderAndEachRanksMetrics
           << pasted;
     }
   }
+}
+
+// A pasted multi-rank run exits with a failing rank's status: a bare `wait` made a reproduced
+// crash exit 0, which a script checking the status reads as "did not reproduce".
+TEST(TrainerContract, APastedMultiRankRunExitsWithAFailingRanksStatus) {
+  ScratchDir dir;
+  std::ofstream(dir.path() + "/dies.sh") << "[ \"$RANK\" = 1 ] && exit 3\nexit 0\n";
+  std::ofstream(dir.path() + "/recipe.toml")
+      << "[trainer]\ncommand = [\"/bin/sh\", \"dies.sh\"]\n[train]\nsteps = 3\n";
+  TrialSpec spec;
+  spec.config_path = dir.path() + "/recipe.toml";
+  spec.ranks = 2;
+  const std::string pasted = TrainerContract::of(spec.config_path).pasted_command(spec, "");
+  const int status = std::system(pasted.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << pasted;
+  EXPECT_EQ(WEXITSTATUS(status), 3) << pasted;
 }
 
 TEST(TrainerContract, ATrialsScaleAndTheKeysThatOnlyWatchARun) {
