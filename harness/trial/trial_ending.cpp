@@ -46,6 +46,16 @@ contract::ExitMeaning launched_rank_meaning(const EndEvent& end, contract::ExitM
   return launcher;
 }
 
+// What the first rank to die said by its death: its exit code's meaning in the contract, or, for
+// a launcher's status, its rank's end event; a signal is a failure.
+contract::ExitMeaning death_meaning(const CrashReport& crash, const SupervisedResult& result,
+                                    const contract::TrainerContract& trainer) {
+  auto meaning =
+      crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : contract::ExitMeaning::Failed;
+  if (crash.launcher_of) meaning = launched_rank_meaning(result.ends.at(crash.rank), meaning);
+  return meaning;
+}
+
 }  // namespace
 
 // The last whole lines of a log, at most `bytes` and 15 lines of it: what a trainer said last
@@ -106,8 +116,7 @@ void classify_exit(const SupervisedResult& result, const SuperviseOptions& watch
   if (!result.crash) return;
   const auto& crash = *result.crash;
   using contract::ExitMeaning;
-  auto meaning = crash.signal == 0 ? trainer.exit_meaning(crash.exit_code) : ExitMeaning::Failed;
-  if (crash.launcher_of) meaning = launched_rank_meaning(result.ends.at(crash.rank), meaning);
+  const auto meaning = death_meaning(crash, result, trainer);
   if (meaning == ExitMeaning::HaltedNonfinite || meaning == ExitMeaning::HaltedData) return;
   if (meaning == ExitMeaning::BadUsage || meaning == ExitMeaning::NotRunnable) {
     // Mostly before its first step; the helper also refuses mid-run an op its determinism
@@ -198,8 +207,7 @@ std::optional<detectors::Failure> unproven_halt(const SupervisedResult& result,
   if (!result.crash || result.crash->signal != 0) return std::nullopt;
   const auto& crash = *result.crash;
   using contract::ExitMeaning;
-  auto meaning = trainer.exit_meaning(crash.exit_code);
-  if (crash.launcher_of) meaning = launched_rank_meaning(result.ends.at(crash.rank), meaning);
+  const auto meaning = death_meaning(crash, result, trainer);
   if (meaning != ExitMeaning::HaltedNonfinite && meaning != ExitMeaning::HaltedData)
     return std::nullopt;
   const auto shown = meaning == ExitMeaning::HaltedNonfinite ? detectors::FailureKind::Nonfinite

@@ -44,6 +44,28 @@ void plain_run(const std::string& out, const std::vector<std::string>& overrides
   ASSERT_EQ(run.exit_code, 3) << run.output;  // halted on the non-finite value
 }
 
+// The ranks of a plain faultline-train job of `world` ranks into `out`, as a cluster's job script
+// starts them (torchrun's variables; FAULTLINE_HOST from `hosts`, by rank, when given).
+std::vector<ProcessSpec> job_ranks(const std::string& out, int world,
+                                   const std::vector<std::string>& overrides,
+                                   const std::vector<std::string>& hosts = {}) {
+  const int port = free_port();
+  std::vector<ProcessSpec> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.push_back(
+        {long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out}, overrides),
+         {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}},
+         300});
+    if (static_cast<size_t>(rank) < hosts.size())
+      ranks.back().env["FAULTLINE_HOST"] = hosts[static_cast<size_t>(rank)];
+  }
+  return ranks;
+}
+
 // The first step of a micro run whose batch holds `sample`, and a sample first drawn in
 // (from, to]: a poisoned sample there fails between two checkpoints.
 int64_t first_step_drawing(uint64_t sample) {
@@ -405,18 +427,8 @@ TEST(IsolateRun, AnImportedPoisonedSampleRunIsNamedToItsSampleAndShard) {
 TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
   const std::string dir = make_temp_dir("isolate-import-ranks");
   const std::string out = dir + "/cluster-job";
-  const int port = free_port();
-  std::vector<ProcessSpec> ranks;
-  for (int rank = 0; rank < 4; ++rank)
-    ranks.push_back({long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
-                                        {"dist.ranks=4", "fault.corrupt_grad_rank=1",
-                                         "fault.corrupt_grad_step=234"}),
-                     {{"RANK", std::to_string(rank)},
-                      {"WORLD_SIZE", "4"},
-                      {"LOCAL_RANK", std::to_string(rank)},
-                      {"MASTER_ADDR", "127.0.0.1"},
-                      {"MASTER_PORT", std::to_string(port)}},
-                     300});
+  const auto ranks = job_ranks(
+      out, 4, {"dist.ranks=4", "fault.corrupt_grad_rank=1", "fault.corrupt_grad_step=234"});
   for (const auto& result : run_processes(ranks)) ASSERT_EQ(result.exit_code, 0) << result.output;
   auto imported = faultline_cli({"import", out, "--ranks", "4", "--json"}, dir);
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
@@ -437,19 +449,8 @@ TEST(IsolateRun, AnImportedFourRankRunWithACorruptRankIsNamedToItsRank) {
 TEST(IsolateRun, AnImportedCrashNamesTheHostTheRankRanOnNotTheReplays) {
   const std::string dir = make_temp_dir("isolate-import-host");
   const std::string out = dir + "/cluster-job";
-  const int port = free_port();
-  std::vector<ProcessSpec> ranks;
-  for (int rank = 0; rank < 2; ++rank)
-    ranks.push_back(
-        {long_run_with_sets({FAULTLINE_TRAIN_BIN, "-c", kMicro, "--out", out},
-                            {"dist.ranks=2", "fault.crash_rank=1", "fault.crash_step=60"}),
-         {{"RANK", std::to_string(rank)},
-          {"WORLD_SIZE", "2"},
-          {"LOCAL_RANK", std::to_string(rank)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)},
-          {"FAULTLINE_HOST", rank == 0 ? "x" : "y"}},
-         300});
+  const auto ranks =
+      job_ranks(out, 2, {"dist.ranks=2", "fault.crash_rank=1", "fault.crash_step=60"}, {"x", "y"});
   run_processes(ranks);  // rank 1 dies at step 60, rank 0 in the allreduce after it
   auto imported = faultline_cli({"import", out, "--ranks", "2", "--json"}, dir);
   ASSERT_EQ(imported.result.exit_code, 0) << imported.result.output;
